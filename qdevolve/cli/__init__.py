@@ -1,0 +1,79 @@
+"""The ``qdevolve`` command line.
+
+Sub-commands live in their own modules and are imported only when invoked, so
+``qdevolve --help`` stays fast and a missing optional dependency breaks only its command.
+Every :class:`~qdevolve.errors.QdevolveError` becomes one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from qdevolve.errors import QdevolveError
+
+__all__ = ["main", "cli"]
+
+# command name -> (module, attribute, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("qdevolve.cli.evolve", "run", "Evolve a program from an example directory."),
+    "resume": ("qdevolve.cli.evolve", "resume", "Resume a run from its database."),
+    "runs": ("qdevolve.cli.runs", "runs", "List the runs stored in a database."),
+    "lineage": ("qdevolve.cli.lineage", "lineage", "Inspect lineage trees: tree, show, ancestry, diff, export, policy."),
+    "archive": ("qdevolve.cli.archive", "archive", "Archive statistics and plots."),
+    "plugins": ("qdevolve.cli.plugins", "plugins", "List registered plugins."),
+    "sandbox": ("qdevolve.cli.sandbox", "sandbox", "Run programs in a sandbox; check a sandbox against attacks."),
+    "train": ("qdevolve.cli.train", "train", "Train a policy with a diversity-preserving objective."),
+    "eval-policy": ("qdevolve.cli.train", "eval_policy", "Evaluate a policy version: pass@k, diversity."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose sub-commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[cmd_name]
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            raise click.ClickException(f"command '{cmd_name}' is unavailable: {exc}") from exc
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="qdevolve")
+def cli() -> None:
+    """qdevolve: quality-diversity self-evolution of programs.
+
+    An outer MAP-Elites / Darwin-Goedel archive of programs and an inner
+    diversity-preserving RL policy, sharing one lineage database.
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    try:
+        return cli.main(args=argv, prog_name="qdevolve", standalone_mode=False)
+    except QdevolveError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)

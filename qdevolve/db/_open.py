@@ -1,0 +1,83 @@
+"""Opening a database safely: refuse what is not ours without touching it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from qdevolve.db.schema import SCHEMA_VERSION
+from qdevolve.errors import DatabaseError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_url(target: str) -> bool:
+    return "://" in target
+
+
+def check_sqlite_file(path: Path, *, create: bool) -> bool:
+    """Validate ``path`` read-only. Returns True when the schema must be created.
+
+    Raises:
+        DatabaseError: one line naming the file and what to do; the file is not modified.
+    """
+    if not path.exists():
+        if not create:
+            raise DatabaseError(
+                f"{path}: no such database; check the path, or start a run with "
+                f"'qdevolve run EXAMPLE_DIR --db {path}'"
+            )
+        return True
+    if path.is_dir():
+        raise DatabaseError(f"{path}: is a directory, not a database file; pass the .sqlite file")
+    size = path.stat().st_size
+    if size == 0:
+        if not create:
+            raise DatabaseError(f"{path}: is an empty file, not a qdevolve database")
+        return True
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if head != SQLITE_MAGIC:
+        kind = "a text file" if _looks_like_text(path) else "not a SQLite file"
+        raise DatabaseError(
+            f"{path}: is {kind}, not a qdevolve database; pass a database written by "
+            f"'qdevolve run' or a new path"
+        )
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "qdevolve_schema" not in tables:
+                if not tables and create:
+                    return True
+                shown = ", ".join(sorted(tables)[:5]) or "none"
+                raise DatabaseError(
+                    f"{path}: is a SQLite database but not a qdevolve lineage database "
+                    f"(tables: {shown}); pass a qdevolve database or a new path"
+                )
+            row = con.execute("SELECT MAX(version) FROM qdevolve_schema").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise
+        raise DatabaseError(f"{path}: cannot be read as SQLite ({exc}); is it corrupt?") from exc
+    version = row[0] if row else None
+    if version is None:
+        raise DatabaseError(f"{path}: has an empty qdevolve_schema table; it is not a usable database")
+    if version > SCHEMA_VERSION:
+        raise DatabaseError(
+            f"{path}: was written by a newer qdevolve (schema v{version}; this qdevolve reads up "
+            f"to v{SCHEMA_VERSION}); upgrade qdevolve with 'pip install -U qdevolve'"
+        )
+    return False
+
+
+def _looks_like_text(path: Path) -> bool:
+    with path.open("rb") as fh:
+        chunk = fh.read(4096)
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in chunk

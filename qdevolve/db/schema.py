@@ -1,0 +1,178 @@
+"""Tables of the lineage database (SQLAlchemy Core). Documented in ``docs/schema.md``.
+
+JSON-valued columns are TEXT holding JSON so ``sqlite3`` users can read them with
+``json_extract``. Times are Unix seconds (REAL).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = ["SCHEMA_VERSION", "metadata", "schema_table", "runs", "programs", "edges",
+           "evaluations", "archive_events", "rollouts", "policy_versions", "plugin_files",
+           "run_state"]
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+schema_table = Table(
+    "qdevolve_schema",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("qdevolve_version", String(32), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("status", String(20), nullable=False, default="running"),
+    Column("example_dir", Text),
+    Column("seed", Integer),
+    Column("config", Text, nullable=False, default="{}"),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+programs = Table(
+    "programs",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("code", Text, nullable=False),
+    Column("language", String(20), nullable=False, default="python"),
+    Column("code_hash", String(64), nullable=False),
+    Column("generation", Integer, nullable=False, default=0),
+    Column("island", Integer, nullable=False, default=0),
+    Column("operator", String(64), nullable=False, default="seed"),
+    Column("prompt_hash", String(64)),
+    Column("policy_version", Integer),
+    Column("created_at", Float, nullable=False),
+    Column("metadata", Text, nullable=False, default="{}"),
+    Index("ix_programs_run_seq", "run_id", "seq"),
+    Index("ix_programs_run_hash", "run_id", "code_hash"),
+)
+
+edges = Table(
+    "edges",
+    metadata,
+    Column("parent_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), primary_key=True),
+    Column("child_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), primary_key=True),
+    Column("role", String(20), primary_key=True),
+    Column("position", Integer, nullable=False, default=0),
+    Column("run_id", String(64), nullable=False),
+    Index("ix_edges_child", "child_id"),
+    Index("ix_edges_run", "run_id"),
+)
+
+evaluations = Table(
+    "evaluations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("program_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("score", Float),
+    Column("metrics", Text, nullable=False, default="{}"),
+    Column("tests", Text),
+    Column("features", Text, nullable=False, default="{}"),
+    Column("artifacts", Text, nullable=False, default="{}"),
+    Column("error", Text),
+    Column("runtime_s", Float, nullable=False, default=0.0),
+    Column("peak_memory_mb", Float),
+    Column("sandbox", String(32)),
+    Column("created_at", Float, nullable=False),
+    Index("ix_evaluations_program", "program_id"),
+    Index("ix_evaluations_run", "run_id", "id"),
+)
+
+archive_events = Table(
+    "archive_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("program_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), nullable=False),
+    Column("archive", String(64), nullable=False),
+    Column("island", Integer, nullable=False, default=0),
+    Column("cell", String(200)),
+    Column("kind", String(16), nullable=False),
+    Column("replaced_id", String(64)),
+    Column("score", Float),
+    Column("data", Text, nullable=False, default="{}"),
+    Column("created_at", Float, nullable=False),
+    Index("ix_archive_events_run", "run_id", "id"),
+)
+
+rollouts = Table(
+    "rollouts",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("run_id", String(64), nullable=False),
+    Column("program_id", String(64), ForeignKey("programs.id", ondelete="SET NULL")),
+    Column("group_id", String(64)),
+    Column("policy_version", Integer),
+    Column("prompt", Text, nullable=False),
+    Column("completion", Text, nullable=False),
+    Column("prompt_token_ids", Text, nullable=False, default="[]"),
+    Column("token_ids", Text, nullable=False, default="[]"),
+    Column("logprobs", Text, nullable=False, default="[]"),
+    Column("reward", Float),
+    Column("reward_vector", Text),
+    Column("cluster_key", String(200)),
+    Column("finish_reason", String(32)),
+    Column("prompt_tokens", Integer, nullable=False, default=0),
+    Column("completion_tokens", Integer, nullable=False, default=0),
+    Column("created_at", Float, nullable=False),
+    Column("metadata", Text, nullable=False, default="{}"),
+    Index("ix_rollouts_run_seq", "run_id", "seq"),
+    Index("ix_rollouts_program", "program_id"),
+    Index("ix_rollouts_group", "group_id"),
+)
+
+policy_versions = Table(
+    "policy_versions",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("parent_version", Integer),
+    Column("objective", String(64)),
+    Column("step", Integer, nullable=False, default=0),
+    Column("path", Text),
+    Column("metrics", Text, nullable=False, default="{}"),
+    Column("created_at", Float, nullable=False),
+)
+
+plugin_files = Table(
+    "plugin_files",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("names", Text, nullable=False, default="[]"),
+    Column("loaded_at", Float, nullable=False),
+)
+
+run_state = Table(
+    "run_state",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
