@@ -22,6 +22,7 @@ __all__ = [
     "EvalResult",
     "Rollout",
     "ArchiveEvent",
+    "Elite",
     "EVENT_KINDS",
     "new_id",
     "code_hash",
@@ -229,3 +230,30 @@ class ArchiveEvent:
     data: dict[str, Any] = field(default_factory=dict)
     run_id: str = ""
     created_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class Elite:
+    """A program as an archive holds it: id and what selection needs, never the code.
+
+    Attributes:
+        program_id: The program's id.
+        score: Its fitness.
+        features: Behaviour descriptors used for binning / novelty.
+        cell: The niche key as a string.
+        island: Island index.
+        code_hash: Normalised-code hash (migration never copies code already present).
+        generation: The program's generation.
+        children: How many evaluated children it has (DGM selection).
+        novelty: Novelty score, when the archive computes one.
+    """
+
+    program_id: str
+    score: float
+    features: dict[str, float] = field(default_factory=dict)
+    cell: str | None = None
+    island: int = 0
+    code_hash: str = ""
+    generation: int = 0
+    children: int = 0
+    novelty: float | None = None
