@@ -1,0 +1,48 @@
+# qdevolve: `make run` (the main job) and `make test` (the whole suite) on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Torch is pinned: on machines with a local CPU wheel this takes seconds; elsewhere set
+# TORCH_PIP_ARGS to a CPU wheel index so pip does not pull a multi-GB CUDA build.
+TORCH_SPEC     ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+EXTRAS ?= rl,docker,openai,postgres,qd,dev
+STAMP  := $(VENV)/.bootstrap-stamp
+RUN_ARGS ?=
+
+.PHONY: bootstrap run test test-fast bench lint clean help
+
+help:
+	@echo "make run        bootstrap .venv, then evolve examples/circle_packing (about 3 minutes)"
+	@echo "make test       bootstrap .venv, then run the whole test suite (slow, docker, postgres markers)"
+	@echo "make test-fast  the fast subset (-m 'not slow')"
+	@echo "make bench      run the benchmarks in benchmarks/"
+
+bootstrap: $(STAMP)
+
+$(STAMP): pyproject.toml plugins/qdevolve_boltzmann/pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q -e plugins/qdevolve_boltzmann
+	@touch $(STAMP)
+
+run: bootstrap
+	$(BIN)/qdevolve --help
+	$(BIN)/qdevolve run examples/circle_packing $(RUN_ARGS)
+
+test: bootstrap
+	$(BIN)/python -m pytest -m "not gpu" -q $(PYTEST_ARGS)
+
+test-fast: bootstrap
+	$(BIN)/python -m pytest -m "not slow and not gpu" -q $(PYTEST_ARGS)
+
+bench: bootstrap
+	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+lint: bootstrap
+	$(BIN)/ruff check qdevolve tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info
