@@ -1,0 +1,15 @@
+"""The inner loop: rollout groups, advantage objectives, the trainer and diversity metrics.
+
+Importing this package is light (numpy only; torch is imported by the trainer and by loss
+hooks when they are called). Objectives are plugins of kind ``objective``::
+
+    from qdevolve import registry
+    from qdevolve.rl import RolloutGroup
+
+    group = RolloutGroup(rewards=[1, 0, 1, 1], outcome_keys=["7", "3", "7", "12"])
+    adv = registry.objective.create({"type": "ips"}).advantages(group)
+"""
+
+from qdevolve.rl.group import GROUP_FIELDS, RolloutGroup
+
+__all__ = ["GROUP_FIELDS", "RolloutGroup"]
