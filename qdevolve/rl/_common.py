@@ -129,7 +129,7 @@ class Objective:
     """
 
     name: ClassVar[str] = ""
-    requires: ClassVar[frozenset[str]] = frozenset()
+    requires: frozenset[str] = frozenset()
 
     def check(self, group: RolloutGroup) -> RolloutGroup:
         """Raise a ``ValueError`` unless ``group`` is a group carrying every required field."""
