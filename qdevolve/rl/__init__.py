@@ -10,6 +10,43 @@ hooks when they are called). Objectives are plugins of kind ``objective``::
     adv = registry.objective.create({"type": "ips"}).advantages(group)
 """
 
+from qdevolve.rl import metrics
 from qdevolve.rl.group import GROUP_FIELDS, RolloutGroup
+from qdevolve.rl.metrics import (
+    SupportChange,
+    answer_entropy,
+    best_at_k,
+    coverage_at_k,
+    distinct_correct,
+    effective_outcomes,
+    entropy,
+    exact_pass_at_k,
+    mean_pass_at_k,
+    never_solved,
+    pass_at_k,
+    prompt_changes,
+    support,
+    support_change,
+    token_entropy,
+)
 
-__all__ = ["GROUP_FIELDS", "RolloutGroup"]
+__all__ = [
+    "GROUP_FIELDS",
+    "RolloutGroup",
+    "SupportChange",
+    "answer_entropy",
+    "best_at_k",
+    "coverage_at_k",
+    "distinct_correct",
+    "effective_outcomes",
+    "entropy",
+    "exact_pass_at_k",
+    "mean_pass_at_k",
+    "metrics",
+    "never_solved",
+    "pass_at_k",
+    "prompt_changes",
+    "support",
+    "support_change",
+    "token_entropy",
+]
