@@ -1,0 +1,188 @@
+"""``qdevolve run`` and ``qdevolve resume``: the main job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from qdevolve.errors import ConfigError
+
+__all__ = ["run", "resume"]
+
+
+def _apply_overrides(config: Any, *, iterations: int | None, seed: int | None, workers: int | None,
+                     sandbox: str | None, archive: str | None, selection: str | None,
+                     mutation: str | None, backend: str | None, model: str | None,
+                     api_base: str | None, wall_time: float | None, name: str | None) -> Any:
+    def spec(current: dict[str, Any] | None, name_: str) -> dict[str, Any]:
+        return dict(current) if current and current.get("type") == name_ else {"type": name_}
+
+    kw: dict[str, Any] = {"iterations": iterations, "seed": seed, "workers": workers,
+                          "wall_time_s": wall_time, "name": name}
+    if sandbox:
+        kw["sandbox"] = spec(config.sandbox, sandbox)
+    if archive:
+        kw["archive"] = spec(config.archive, archive)
+    if selection:
+        kw["selection"] = spec(config.selection, selection)
+    if backend or model or api_base:
+        b = spec(config.backend, backend or (config.backend or {}).get("type") or "openai")
+        if model:
+            b.pop("models", None)
+            b["model"] = model
+        if api_base:
+            b["api_base"] = api_base
+        kw["backend"] = b
+    if mutation:
+        names = [m.strip() for m in mutation.split(",") if m.strip()]
+        existing = {m["type"]: m for m in config.mutation}
+        kw["mutation"] = [dict(existing.get(n, {"type": n}), weight=existing.get(n, {}).get("weight", 1.0))
+                          for n in names]
+    return config.with_overrides(**kw)
+
+
+@click.command("run")
+@click.argument("example_dir", type=click.Path(path_type=Path))
+@click.option("--db", "db", type=click.Path(path_type=Path), default=None,
+              help="Run database (default: archives/<example>-<time>.sqlite).")
+@click.option("--iterations", type=int, default=None, help="Child programs to evaluate (the budget).")
+@click.option("--seed", type=int, default=None, help="Random seed.")
+@click.option("--workers", type=int, default=None, help="Parallel sandbox workers.")
+@click.option("--sandbox", default=None, help="Sandbox backend: local, bwrap, docker or auto.")
+@click.option("--archive", default=None, help="Archive plugin: map_elites, islands, dgm, novelty, ...")
+@click.option("--selection", default=None, help="Parent selection plugin: tournament, dgm, power_law, ...")
+@click.option("--mutation", default=None, help="Mutation operator(s), comma-separated: ast, diff, rewrite, crossover.")
+@click.option("--backend", default=None, help="Generation backend: openai, transformers, vllm.")
+@click.option("--model", default=None, help="Model name (for --backend).")
+@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="Config file (default: EXAMPLE_DIR/config.yaml).")
+@click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
+              help="Load plugins from a local .py file (repeatable); its hash is recorded in the run.")
+@click.option("--wall-time", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--name", default=None, help="Run name.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--policy", default=None, help="Policy to train while evolving: tiny, a HF model dir, or vllm:PATH.")
+@click.option("--train-objective", default=None, help="Objective that trains the policy (grpo, ips, rare, vpo, ...).")
+@click.option("--train-every", type=int, default=None, help="Trainer step every N evaluations.")
+@click.option("--objective-arg", "objective_args", multiple=True, help="KEY=VALUE for the objective (repeatable).")
+def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | None,
+        workers: int | None, sandbox: str | None, archive: str | None, selection: str | None,
+        mutation: str | None, backend: str | None, model: str | None, api_base: str | None,
+        config_path: Path | None, plugins: tuple[Path, ...], wall_time: float | None,
+        name: str | None, no_progress: bool, policy: str | None, train_objective: str | None,
+        train_every: int | None, objective_args: tuple[str, ...]) -> None:
+    """Evolve a program from EXAMPLE_DIR (initial_program.py, evaluator.py, config.yaml)."""
+    from qdevolve import registry
+    from qdevolve.db import LineageStore
+    from qdevolve.evolve.display import print_summary
+    from qdevolve.evolve.engine import Evolution, default_db_path
+    from qdevolve.evolve.example import load_example
+
+    console = Console(stderr=True)
+    loaded = [registry.load_plugin_file(p) for p in plugins]
+    example = load_example(example_dir, config_path=config_path)
+    for w in example.config.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    config = _apply_overrides(example.config, iterations=iterations, seed=seed, workers=workers,
+                              sandbox=sandbox, archive=archive, selection=selection, mutation=mutation,
+                              backend=backend, model=model, api_base=api_base, wall_time=wall_time,
+                              name=name)
+    if policy or train_objective:
+        from qdevolve.evolve.joined import apply_policy_options
+
+        config = apply_policy_options(config, policy=policy, objective=train_objective,
+                                      every=train_every, objective_args=objective_args)
+    if config.backend is None and not config.mutation and not config.train:
+        console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
+                      "--backend openai --model NAME [--api-base URL]")
+    db_path = db or default_db_path(example.directory)
+    if db_path.exists():
+        raise ConfigError(f"{db_path}: already exists; continue it with 'qdevolve resume --db {db_path}' "
+                          f"or pass a new --db path")
+    store = LineageStore(db_path, create=True)
+    try:
+        evo = _start(example, config, store, console, loaded, no_progress)
+        try:
+            summary = evo.run()
+        finally:
+            evo.close()
+    except BaseException:
+        store.close()
+        if store.path is not None and _empty_run_db(store.path):
+            _remove_db(store.path)
+        raise
+    print_summary(summary, Console())
+    store.close()
+
+
+def _start(example: Any, config: Any, store: Any, console: Console, loaded: list[Any], no_progress: bool) -> Any:
+    from qdevolve.evolve.engine import Evolution
+
+    if config.train:
+        from qdevolve.evolve.joined import JoinedEvolution
+
+        return JoinedEvolution.start(example, config, store, progress=not no_progress, console=console,
+                                     plugin_files=loaded)
+    return Evolution.start(example, config, store, progress=not no_progress, console=console,
+                           plugin_files=loaded)
+
+
+def _empty_run_db(path: Path) -> bool:
+    """True when a database this command created holds no run (setup failed before the seed)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            p.unlink()
+
+
+@click.command("resume")
+@click.option("--db", "db", type=click.Path(path_type=Path), required=True, help="Run database.")
+@click.option("--run", "run_id", default=None, help="Run id (default: the latest run).")
+@click.option("--iterations", type=int, default=None, help="New total budget of child programs.")
+@click.option("--example-dir", default=None, help="Where the example lives now, if it moved.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool) -> None:
+    """Continue a run from its database (after a crash, SIGKILL or to extend the budget)."""
+    from qdevolve.db import open_store
+    from qdevolve.evolve.display import print_summary
+    from qdevolve.evolve.engine import Evolution
+
+    console = Console(stderr=True)
+    store = open_store(db)
+    rid = store.resolve_run(run_id)
+    run_row = store.get_run(rid)
+    from qdevolve import registry
+
+    for pf in store.plugin_files(rid):
+        registry.load_plugin_file(pf["path"])
+    if run_row["config"].get("train"):
+        from qdevolve.evolve.joined import JoinedEvolution
+
+        evo = JoinedEvolution.resume(store, rid, iterations=iterations, progress=not no_progress,
+                                     console=console, example_dir=example_dir)
+    else:
+        evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress,
+                               console=console, example_dir=example_dir)
+    try:
+        summary = evo.run()
+    finally:
+        evo.close()
+    print_summary(summary, Console())
+    store.close()

@@ -1,0 +1,188 @@
+"""Run configuration: native ``config.yaml`` sections and OpenEvolve's format, one dataclass.
+
+Native layout (every section optional; every plugin slot is ``{type: NAME, ...kwargs}``)::
+
+    run:        {iterations: 200, seed: 0, workers: 2, wall_time_s: null, max_pending: null,
+                 children_per_parent: 1, max_duplicate_streak: 200}
+    archive:    {type: map_elites, ...}
+    selection:  {type: tournament, ...}
+    mutation:   [{type: ast, weight: 1.0}, {type: diff, weight: 0.7}, ...]
+    backend:    {type: openai, api_base: ..., model: ...}   # or null: offline operators only
+    sandbox:    {type: auto | local | bwrap | docker, ...options}
+    limits:     {wall_s: 30, cpu_s: 30, memory_mb: 1024, ...}
+    evaluator:  {cascade_thresholds: [0.5, 0.75]}
+    inspirations: {n_best: 2, n_diverse: 2}
+    prompt:     {system_message: ..., ...}                   # handed to prompt builders
+    train:      {...}                                        # the joined inner loop
+
+An OpenEvolve ``config.yaml`` (top-level ``max_iterations``, ``llm``, ``database``,
+``evaluator``, ``prompt``, ...) is recognised and mapped (see ``docs/openevolve.md``); keys
+we do not support produce one warning listing them. Unknown native keys are errors naming
+the file, the YAML path and the keys that exist.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qdevolve.errors import ConfigError
+
+__all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS"]
+
+NATIVE_SECTIONS = ("run", "archive", "selection", "mutation", "backend", "sandbox", "limits",
+                   "evaluator", "inspirations", "prompt", "train")
+OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_dir", "random_seed",
+                   "language", "file_suffix", "diff_based_evolution", "max_code_length",
+                   "diff_pattern", "early_stopping_patience", "convergence_threshold",
+                   "early_stopping_metric", "max_tasks_per_child", "llm", "database",
+                   "evolution_trace")
+RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
+            "children_per_parent", "max_duplicate_streak", "name")
+LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
+              "network", "env_allowlist")
+EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
+INSPIRATION_KEYS = ("n_best", "n_diverse")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything a run needs; stored in the run row so ``resume`` rebuilds the same run."""
+
+    iterations: int = field(default=100, metadata={"help": "Child programs to evaluate (the budget)."})
+    seed: int = field(default=0, metadata={"help": "Random seed of parent selection and mutation."})
+    workers: int = field(default=2, metadata={"help": "Sandbox evaluation workers."})
+    wall_time_s: float | None = field(default=None, metadata={"help": "Stop after this many seconds."})
+    max_pending: int | None = field(default=None, metadata={"help": "Mutations in flight (default: workers, or 2x workers with a model backend)."})
+    children_per_parent: int = field(default=1, metadata={"help": "Children sampled per parent prompt (the RL group size)."})
+    max_duplicate_streak: int = field(default=200, metadata={"help": "Stop when this many consecutive children are duplicates."})
+    name: str | None = field(default=None, metadata={"help": "Run name."})
+    archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"})
+    selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"})
+    mutation: list[dict[str, Any]] = field(default_factory=list)
+    backend: dict[str, Any] | None = None
+    sandbox: dict[str, Any] = field(default_factory=lambda: {"type": "auto"})
+    limits: dict[str, Any] = field(default_factory=lambda: {"wall_s": 30.0})
+    evaluator: dict[str, Any] = field(default_factory=dict)
+    inspirations: dict[str, Any] = field(default_factory=lambda: {"n_best": 2, "n_diverse": 2})
+    prompt: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        d["warnings"] = list(self.warnings)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["warnings"] = tuple(kw.get("warnings", ()))
+        return cls(**kw)
+
+    def with_overrides(self, **overrides: Any) -> RunConfig:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _unknown(where: str, path: str, got: dict[str, Any], known: tuple[str, ...]) -> None:
+    bad = sorted(set(got) - set(known))
+    if bad:
+        raise ConfigError(
+            f"{where}: unknown key{'s' if len(bad) > 1 else ''} {', '.join(repr(b) for b in bad)} "
+            f"at '{path}'; known keys: {', '.join(known)}")
+
+
+def _spec(where: str, path: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"type": value}
+    if not isinstance(value, dict) or "type" not in value:
+        raise ConfigError(f"{where}: '{path}' must be a plugin name or a mapping with a 'type' key, got {value!r}")
+    return dict(value)
+
+
+def _mapping(where: str, path: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: '{path}' must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunConfig:
+    """Validate a loaded YAML mapping (native or OpenEvolve) into a :class:`RunConfig`."""
+    data = _mapping(where, "<top level>", data)
+    if any(k in data for k in OPENEVOLVE_KEYS) and not any(k in data for k in ("run", "archive", "mutation")):
+        from qdevolve.evolve.openevolve_compat import map_openevolve
+
+        data = map_openevolve(data, where=where)
+    warnings = tuple(data.pop("_warnings", ()))
+    _unknown(where, "<top level>", data, NATIVE_SECTIONS)
+    kw: dict[str, Any] = {"warnings": warnings}
+    run = _mapping(where, "run", data.get("run"))
+    _unknown(where, "run", run, RUN_KEYS)
+    for key in RUN_KEYS:
+        if key in run and run[key] is not None:
+            kw[key] = run[key]
+    for key in ("iterations", "workers", "children_per_parent", "max_duplicate_streak"):
+        if key in kw:
+            try:
+                kw[key] = int(kw[key])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{where}: 'run.{key}' must be an integer, got {kw[key]!r}") from None
+            if kw[key] < (0 if key == "iterations" else 1):
+                raise ConfigError(f"{where}: 'run.{key}' must be positive, got {kw[key]}")
+    if "max_evaluations" in kw:
+        kw["iterations"] = int(kw.pop("max_evaluations"))
+    for key in ("archive", "selection"):
+        if data.get(key) is not None:
+            kw[key] = _spec(where, key, data[key])
+    if data.get("sandbox") is not None:
+        kw["sandbox"] = _spec(where, "sandbox", data["sandbox"])
+    if "backend" in data:
+        kw["backend"] = None if data["backend"] is None else _spec(where, "backend", data["backend"])
+    if data.get("mutation") is not None:
+        ops = data["mutation"]
+        if isinstance(ops, (str, dict)):
+            ops = [ops]
+        if not isinstance(ops, list) or not ops:
+            raise ConfigError(f"{where}: 'mutation' must be a list of operator specs")
+        kw["mutation"] = [_spec(where, f"mutation[{i}]", op) for i, op in enumerate(ops)]
+    limits = _mapping(where, "limits", data.get("limits"))
+    _unknown(where, "limits", limits, LIMIT_KEYS)
+    if limits:
+        kw["limits"] = {"wall_s": 30.0, **limits}
+    ev = _mapping(where, "evaluator", data.get("evaluator"))
+    _unknown(where, "evaluator", ev, EVALUATOR_KEYS)
+    if "timeout" in ev:
+        kw.setdefault("limits", {"wall_s": 30.0})
+        kw["limits"] = {**kw["limits"], "wall_s": float(ev["timeout"])}
+    kw["evaluator"] = {k: v for k, v in ev.items() if k != "timeout"}
+    insp = _mapping(where, "inspirations", data.get("inspirations"))
+    _unknown(where, "inspirations", insp, INSPIRATION_KEYS)
+    if insp:
+        kw["inspirations"] = {"n_best": 2, "n_diverse": 2, **insp}
+    kw["prompt"] = _mapping(where, "prompt", data.get("prompt"))
+    if data.get("train") is not None:
+        kw["train"] = _mapping(where, "train", data["train"])
+    return RunConfig(**kw)
+
+
+def load_config(path: str | Path | None) -> RunConfig:
+    """Load ``config.yaml`` (``None`` or a missing optional file gives the defaults)."""
+    if path is None:
+        return RunConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: config file not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{p}: invalid YAML{at}: {getattr(exc, 'problem', exc)}") from exc
+    return parse_config(data, where=str(p))

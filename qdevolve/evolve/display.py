@@ -1,0 +1,83 @@
+"""Rich progress display and end-of-run summary for :class:`~qdevolve.evolve.engine.Evolution`."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["ProgressDisplay", "print_summary"]
+
+
+@contextlib.contextmanager
+def ProgressDisplay(evo: Any, *, enabled: bool = True, console: Console | None = None) -> Iterator[Callable[[], None]]:
+    """Context manager yielding a callback that refreshes the bar after each evaluation."""
+    if not enabled:
+        yield lambda: None
+        return
+    console = console or Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]evolving"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
+        console=console, transient=False, refresh_per_second=4)
+    start_done = evo.evaluated
+    t0 = time.time()
+    task = progress.add_task("evolve", total=evo.config.iterations, completed=evo.evaluated, rate="", info="")
+    last = [0.0]
+
+    def refresh() -> None:
+        now = time.time()
+        if now - last[0] < 0.2 and evo.evaluated < evo.config.iterations:
+            return
+        last[0] = now
+        rate = (evo.evaluated - start_done) / max(now - t0, 1e-9)
+        stats = evo.archive.stats()
+        best = f"{evo.best[0]:.4g}" if evo.best else "-"
+        fails = " ".join(f"{k}:{v}" for k, v in sorted(evo.by_status.items()) if k != "ok")
+        cov = stats.get("coverage")
+        cov_s = f" cov {100 * cov:.1f}%" if isinstance(cov, (int, float)) else ""
+        progress.update(task, completed=evo.evaluated, rate=f"{rate:.1f} ev/s",
+                        info=f"best {best}{cov_s}" + (f" | fail {fails}" if fails else ""))
+
+    with progress:
+        yield refresh
+        refresh()
+
+
+def print_summary(summary: Any, console: Console | None = None) -> None:
+    """The end-of-run table: where the database is and how to inspect it."""
+    console = console or Console()
+    t = Table(title="qdevolve run summary", show_header=False)
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row("database", summary.db)
+    t.add_row("run", summary.run_id)
+    t.add_row("evaluations", f"{summary.evaluations} (budget {summary.budget} children + seed)")
+    t.add_row("stopped by", summary.stop_reason)
+    t.add_row("seed score", "-" if summary.seed_score is None else f"{summary.seed_score:.6g}")
+    t.add_row("best score", "-" if summary.best_score is None else f"{summary.best_score:.6g}")
+    gain = summary.gain
+    if gain is not None:
+        rel = f" ({100 * gain / abs(summary.seed_score):+.2f}%)" if summary.seed_score else ""
+        t.add_row("gain over seed", f"{gain:+.6g}{rel}")
+    t.add_row("best program", summary.best_program_id or "-")
+    for key in ("coverage", "qd_score", "size"):
+        if key in summary.stats and summary.stats[key] is not None:
+            v = summary.stats[key]
+            t.add_row(key, f"{v:.4g}" if isinstance(v, float) else str(v))
+    t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
+    t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
+    console.print(t)
+    db = summary.db
+    console.print("Inspect it:")
+    console.print(f"  qdevolve lineage tree --db {db}")
+    if summary.best_program_id:
+        console.print(f"  qdevolve lineage show {summary.best_program_id[:12]} --db {db}")
+    console.print(f"  qdevolve archive stats --db {db}")
+    console.print(f"  qdevolve archive plot --db {db} --out archive.png")
+    console.print(f"  qdevolve resume --db {db} --iterations N   # continue")
