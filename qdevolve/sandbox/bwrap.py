@@ -1,0 +1,86 @@
+"""The ``bwrap`` sandbox: bubblewrap under an unprivileged uid (the default on Linux).
+
+Order (``research/qd-sandbox-style.md`` §B.3/§B.6): drop to a dedicated uid with ``setpriv``
+first (bwrap cannot switch uid inside its user namespace), then ``bwrap --unshare-all
+--die-with-parent --new-session --clearenv``: read-only ``/usr`` and interpreter, a per-run
+writable work directory, tmpfs ``/tmp``, a fresh ``/proc`` in a new pid namespace whose init
+reaps and kills every orphan, no network. The runner sets rlimits on itself; the
+controller's wall clock kills bwrap and, through ``--die-with-parent``, everything inside.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from qdevolve import registry
+from qdevolve.errors import EvaluationSetupError
+from qdevolve.sandbox.limits import SANDBOX_ROOT, render_bwrap_argv
+from qdevolve.sandbox.local import ProcessSandbox
+
+__all__ = ["BwrapSandbox", "bwrap_available"]
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_available() -> bool:
+    """Whether bubblewrap can build a sandbox here (probed once, as the sandbox would run)."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False
+    argv = [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/lib", "/lib64"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "true"]
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", *argv]
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@registry.sandbox("bwrap")
+class BwrapSandbox(ProcessSandbox):
+    """bubblewrap sandbox (see module doc); options as :class:`~qdevolve.sandbox.LocalSandbox`."""
+
+    name = "bwrap"
+
+    def __init__(self, **kwargs) -> None:
+        if not shutil.which("bwrap"):
+            raise EvaluationSetupError("the bwrap sandbox needs bubblewrap: apt-get install bubblewrap")
+        super().__init__(**kwargs)
+        self._ro = self._ro_paths()
+
+    def _ro_paths(self) -> list[str]:
+        """Interpreter prefix and site-packages to bind read-only (paths outside /usr)."""
+        paths = {os.path.dirname(os.path.dirname(os.path.realpath(self.python)))}
+        if os.path.realpath(self.python) == os.path.realpath(sys.executable):
+            paths.add(sysconfig.get_paths()["stdlib"])
+        paths.update(self.sys_path)
+        out = sorted(p for p in paths if p and p not in ("/", "/usr") and not p.startswith("/usr/"))
+        # drop paths nested under another bound path
+        return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
+
+    def _inner(self) -> str:
+        return f"{SANDBOX_ROOT}/work"
+
+    def _evaluator_inner(self, evaluator: Path | None) -> str | None:
+        return None if evaluator is None else f"{SANDBOX_ROOT}/evaluator/{evaluator.name}"
+
+    def _shell_style(self) -> bool:
+        return True
+
+    def _argv(self, run_dir, uid, limits, env, evaluator):
+        return render_bwrap_argv(
+            self.python, str(self.staging.runner_dir), str(run_dir), uid=uid,
+            gid=uid, limits=limits, env=env, ro_paths=self._ro,
+            evaluator=None if evaluator is None else str(evaluator),
+        )

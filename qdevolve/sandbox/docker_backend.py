@@ -1,0 +1,328 @@
+"""The ``docker`` sandbox (docker SDK): one hardened container per evaluation, or warm.
+
+Policy (:func:`~qdevolve.sandbox.limits.render_docker_kwargs`): network ``none``, memory =
+memory+swap, pids and CPU limits, read-only root with a tmpfs ``/tmp``, every capability
+dropped, ``no-new-privileges``, a non-root user, ``init`` (tini reaps orphans), logging
+``none``. The container idles; each evaluation is one ``exec`` of the runner, whose output is
+read (capped) from the exec stream on a reader thread while the calling thread keeps the wall
+clock. Mounts: the runner and the evaluator copies read-only, a per-container slot directory
+read-write (each evaluation gets a fresh sub-directory of it), the controller's
+site-packages read-only.
+
+``warm=True`` keeps one container per worker thread: the runner kills every other process
+of the container and empties ``/tmp`` before and after each evaluation; a container that
+timed out, ran out of memory or misbehaved is removed and replaced by a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from qdevolve import registry
+from qdevolve.errors import EvaluationSetupError
+from qdevolve.sandbox._common import Staging, _Tail, site_packages
+from qdevolve.sandbox.evaluator import build_result, read_record
+from qdevolve.sandbox.limits import SANDBOX_ROOT, SandboxLimits, render_docker_kwargs, render_env
+from qdevolve.sandbox.runner import RUN_FILE
+from qdevolve.sandbox.status import Outcome
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["DockerSandbox", "DEFAULT_IMAGE", "docker_available"]
+
+DEFAULT_IMAGE = "qdevolve-sandbox:latest"
+_IDLE = ("import os, time\n"
+         "open('/qdevolve/work/.idle-pid', 'w').write(str(os.getpid()))\n"
+         "while True: time.sleep(3600)\n")
+_USER = 65534
+
+
+def docker_available() -> str | None:
+    """``None`` when a Docker engine answers, else the reason it does not."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker SDK is not installed (pip install 'qdevolve[docker]')"
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.close()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine"
+        return f"no Docker engine answers: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _cgroup_value(cid: str, controller: str, file: str, key: str | None = None) -> float | None:
+    """A counter from the container's cgroup (v1 cgroupfs or v2 systemd layouts)."""
+    for base in (f"/sys/fs/cgroup/{controller}/docker/{cid}",
+                 f"/sys/fs/cgroup/system.slice/docker-{cid}.scope", f"/sys/fs/cgroup/docker/{cid}"):
+        try:
+            text = Path(base, file).read_text()
+        except OSError:
+            continue
+        if key is None:
+            return float(text.split()[0])
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key:
+                return float(parts[1])
+    return None
+
+
+class _Box:
+    """One container with its host slot directory."""
+
+    def __init__(self, container, slot: Path, idle_pid: int) -> None:
+        self.container = container
+        self.slot = slot
+        self.idle_pid = idle_pid
+
+    def cpu_s(self) -> float | None:
+        ns = _cgroup_value(self.container.id, "cpuacct", "cpuacct.usage")
+        if ns is not None:
+            return ns / 1e9
+        us = _cgroup_value(self.container.id, "cpu", "cpu.stat", "usage_usec")
+        return None if us is None else us / 1e6
+
+    def ooms(self) -> float:
+        v1 = _cgroup_value(self.container.id, "memory", "memory.oom_control", "oom_kill")
+        if v1 is not None:
+            return v1
+        return _cgroup_value(self.container.id, "memory", "memory.events", "oom_kill") or 0.0
+
+
+@registry.sandbox("docker")
+class DockerSandbox:
+    """Docker sandbox (see module doc).
+
+    Args:
+        limits: Default :class:`SandboxLimits`.
+        image: Image built by ``sandboxes/docker/build-image.sh`` (or the Dockerfile).
+        warm: Reuse one container per worker thread.
+        python: Interpreter path inside the image (default: ``/usr/bin/pythonX.Y``).
+        user: ``uid:gid`` inside the container; root is refused.
+        runtime: OCI runtime (e.g. ``"runsc"`` for gVisor).
+        inherit_site_packages: Mount the controller's site-packages read-only.
+        extra_sys_path: Host directories mounted read-only and appended to ``sys.path``.
+        base_url: Docker engine URL (default: the environment's).
+    """
+
+    name = "docker"
+
+    def __init__(self, *, limits: SandboxLimits | None = None, image: str = DEFAULT_IMAGE,
+                 warm: bool = False, python: str | None = None, user: str = f"{_USER}:{_USER}",
+                 runtime: str | None = None, inherit_site_packages: bool = True,
+                 extra_sys_path: Sequence[str] = (), base_url: str | None = None) -> None:
+        try:
+            import docker
+        except ImportError as exc:
+            raise EvaluationSetupError("the docker sandbox needs the docker SDK: pip install 'qdevolve[docker]'") from exc
+        import sys
+
+        self._docker = docker
+        try:
+            self.client = docker.DockerClient(base_url=base_url, timeout=60) if base_url else docker.from_env(timeout=60)
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound as exc:
+            raise EvaluationSetupError(
+                f"docker image {image} not found; build it with: bash sandboxes/docker/build-image.sh") from exc
+        except Exception as exc:  # noqa: BLE001
+            raise EvaluationSetupError(f"docker sandbox: no Docker engine answers ({exc}); start dockerd") from exc
+        self.limits = limits or SandboxLimits()
+        self.image = image
+        self.warm = warm
+        self.python = python or f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+        self.user = user
+        self.uid = int(user.split(":")[0])
+        self.gid = int(user.split(":")[1]) if ":" in user else self.uid
+        self.runtime = runtime
+        self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
+        self.staging = Staging(prefix="qdevolve-docker-")
+        self._lock = threading.Lock()
+        self._warm: dict[int, _Box] = {}
+        self._all: set[str] = set()
+        self._closed = False
+        self.tag = uuid.uuid4().hex[:8]
+
+    # -- containers -----------------------------------------------------------------------
+    def _start_box(self, limits: SandboxLimits) -> _Box:
+        slot = Path(self.staging.work_root, f"slot-{uuid.uuid4().hex[:12]}")
+        slot.mkdir(mode=0o700)
+        os.chown(slot, self.uid, self.gid)
+        mounts = {
+            str(self.staging.runner_dir): (f"{SANDBOX_ROOT}/runner", "ro"),
+            str(self.staging.eval_dir): (f"{SANDBOX_ROOT}/evaluators", "ro"),
+            str(slot): (f"{SANDBOX_ROOT}/work", "rw"),
+        }
+        for p in self.sys_path:
+            mounts[p] = (p, "ro")
+        kwargs = render_docker_kwargs(
+            limits, image=self.image, user=self.user, env=render_env(limits), mounts=mounts,
+            name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
+            command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime,
+        )
+        kwargs["labels"]["qdevolve.owner"] = str(os.getpid())
+        container = self.client.containers.create(**kwargs)
+        with self._lock:
+            self._all.add(container.id)
+        try:
+            container.start()
+            idle = slot / ".idle-pid"
+            deadline = time.monotonic() + 30
+            while not idle.exists() or not idle.read_text().strip():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("sandbox container did not start within 30 s")
+                time.sleep(0.01)
+            return _Box(container, slot, int(idle.read_text()))
+        except BaseException:
+            self._remove(container, slot)
+            raise
+
+    def _remove(self, container, slot: Path | None) -> None:
+        try:
+            container.remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        with self._lock:
+            self._all.discard(container.id)
+        if slot is not None:
+            import shutil
+
+            shutil.rmtree(slot, ignore_errors=True)
+
+    def _box(self, limits: SandboxLimits) -> _Box:
+        if not self.warm:
+            return self._start_box(limits)
+        key = threading.get_ident()
+        with self._lock:
+            box = self._warm.get(key)
+        if box is None:
+            box = self._start_box(self.limits)
+            with self._lock:
+                self._warm[key] = box
+        return box
+
+    def _discard(self, box: _Box) -> None:
+        with self._lock:
+            for k, v in list(self._warm.items()):
+                if v is box:
+                    del self._warm[k]
+        self._remove(box.container, box.slot)
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, program: Program, evaluator: str | Path | None = None,
+                 limits: SandboxLimits | None = None, *,
+                 cascade_thresholds: Sequence[float] | None = None) -> EvalResult:
+        """Evaluate ``program`` in a container; thread-safe; never raises for the program."""
+        if self._closed:
+            raise RuntimeError("docker sandbox is closed")
+        limits = limits or self.limits
+        ev = self.staging.evaluator(evaluator)
+        start = time.monotonic()
+        try:
+            box = self._box(limits)
+        except Exception as exc:  # noqa: BLE001 - engine trouble, not the program's doing
+            return EvalResult(status="error", error=f"docker sandbox failed to start a container: {exc}",
+                              runtime_s=time.monotonic() - start)
+        keep = True
+        run = None
+        try:
+            run = self.staging.new_run(
+                program, uid=self.uid, gid=self.gid, inner_dir=f"{SANDBOX_ROOT}/work/{{name}}",
+                limits=limits,
+                evaluator=None if ev is None else f"{SANDBOX_ROOT}/evaluators/{ev.parent.name}/{ev.name}",
+                cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
+                sys_path=self.sys_path, reap_keep=[box.idle_pid], parent=box.slot,
+            )
+            inner = f"{SANDBOX_ROOT}/work/{run.path.name}"
+            ooms0, cpu0 = box.ooms(), box.cpu_s()
+            code, timed_out, out, err, truncated = self._exec(
+                box, [self.python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py", f"{inner}/{RUN_FILE}"],
+                inner, limits)
+            oom = box.ooms() > ooms0
+            cpu1 = box.cpu_s()
+            record, why = read_record(run.result, run.nonce)
+            outcome = Outcome(
+                exit_code=code, shell_style=True, timed_out=timed_out, oom_killed=oom,
+                record=record, record_error=why, record_missing=record is None and why is None,
+                cpu_s=limits.cpu_s, cpu_used_s=None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+                stderr_tail=err,
+            )
+            keep = record is not None and not timed_out and not oom
+            return build_result(outcome, runtime_s=time.monotonic() - start, stdout=out, stderr=err,
+                                truncated=truncated)
+        except Exception as exc:  # noqa: BLE001
+            keep = False
+            return EvalResult(status="error", error=f"docker sandbox failed: {type(exc).__name__}: {exc}",
+                              runtime_s=time.monotonic() - start)
+        finally:
+            if run is not None:
+                self.staging.remove_run(run)
+            if not self.warm or not keep:
+                self._discard(box)
+
+    def _exec(self, box: _Box, cmd: list[str], workdir: str, limits: SandboxLimits):
+        api = self.client.api
+        exec_id = api.exec_create(box.container.id, cmd, stdout=True, stderr=True, stdin=False,
+                                  tty=False, user=self.user, workdir=workdir,
+                                  environment=render_env(limits))["Id"]
+        tails = {"stdout": _Tail(limits.output_bytes), "stderr": _Tail(limits.output_bytes)}
+
+        def pump() -> None:
+            try:
+                for out, err in api.exec_start(exec_id, stream=True, demux=True):
+                    if out:
+                        tails["stdout"].add(out)
+                    if err:
+                        tails["stderr"].add(err)
+            except Exception:  # noqa: BLE001 - the container was removed under us
+                pass
+
+        reader = threading.Thread(target=pump, daemon=True, name="qdevolve-docker-reader")
+        reader.start()
+        reader.join(limits.wall_s)
+        timed_out = reader.is_alive()
+        if timed_out:
+            try:
+                box.container.kill()
+            except Exception:  # noqa: BLE001
+                pass
+            reader.join(10)
+            code = None
+        else:
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        truncated = [k for k, t in tails.items() if t.total > limits.output_bytes]
+        return code, timed_out, tails["stdout"].text(), tails["stderr"].text(), truncated
+
+    def containers(self) -> list[str]:
+        """Ids of the containers this sandbox currently holds."""
+        with self._lock:
+            return sorted(self._all)
+
+    def close(self) -> None:
+        """Remove every container and the staging directory."""
+        self._closed = True
+        with self._lock:
+            boxes = list(self._warm.values())
+            self._warm.clear()
+            ids = list(self._all)
+        for box in boxes:
+            self._remove(box.container, box.slot)
+        for cid in ids:
+            try:
+                self.client.api.remove_container(cid, force=True)
+            except Exception:  # noqa: BLE001
+                pass
+        self._all.clear()
+        self.staging.close()
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,237 @@
+"""`SandboxLimits` and the pure functions that render it into each backend's policy.
+
+Nothing here runs a process: the renderers return argv lists, rlimit tables and Docker
+keyword arguments that tests assert on directly (the "policy as data" tier of
+``research/qd-sandbox-style.md`` §B.5).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SandboxLimits",
+    "DEFAULT_ENV",
+    "SANDBOX_ROOT",
+    "render_env",
+    "render_rlimits",
+    "render_local_argv",
+    "render_bwrap_argv",
+    "render_docker_kwargs",
+]
+
+#: Environment every sandbox gets; nothing else is inherited unless named in ``env_allow``.
+DEFAULT_ENV: tuple[tuple[str, str], ...] = (
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("LANG", "C.UTF-8"),
+    ("LC_ALL", "C.UTF-8"),
+    ("HOME", "/tmp"),
+    ("TMPDIR", "/tmp"),
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("PYTHONHASHSEED", "0"),
+    ("OMP_NUM_THREADS", "1"),
+    ("OPENBLAS_NUM_THREADS", "1"),
+    ("MKL_NUM_THREADS", "1"),
+    ("MALLOC_ARENA_MAX", "2"),
+)
+
+#: Where the runner, the evaluator and the work directory appear inside bwrap and Docker.
+SANDBOX_ROOT = "/qdevolve"
+
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxLimits:
+    """Resource limits of one evaluation, rendered by every backend into its own policy.
+
+    Attributes:
+        wall_s: Wall-clock limit enforced by the controller (SIGKILL of the whole tree).
+        cpu_s: CPU seconds per process (``RLIMIT_CPU`` soft; hard = soft + 1, SIGKILL).
+        memory_mb: Address-space limit (``RLIMIT_AS``) and, in Docker, memory = memory+swap.
+        processes: ``RLIMIT_NPROC`` for the sandbox uid; Docker ``pids_limit``.
+        output_bytes: Bytes of stdout and of stderr kept (the tail); the rest is drained.
+        file_size_bytes: ``RLIMIT_FSIZE``: the largest file the program may write.
+        open_files: ``RLIMIT_NOFILE``.
+        network: Allow network access (off: a private network namespace, loopback only).
+        env: Variables set in the sandbox (name, value); see :data:`DEFAULT_ENV`.
+        env_allow: Names copied from the controller's environment when set there (allowlist).
+        tmpfs_mb: Size of the private ``/tmp`` (bwrap, Docker).
+    """
+
+    wall_s: float = 30.0
+    cpu_s: float = 30.0
+    memory_mb: int = 1024
+    processes: int = 64
+    output_bytes: int = 1 * _MIB
+    file_size_bytes: int = 16 * _MIB
+    open_files: int = 256
+    network: bool = False
+    env: tuple[tuple[str, str], ...] = field(default=DEFAULT_ENV)
+    env_allow: tuple[str, ...] = ()
+    tmpfs_mb: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes",
+                     "file_size_bytes", "open_files", "tmpfs_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"SandboxLimits.{name} must be a positive number, got {value!r}")
+        object.__setattr__(self, "env", tuple((str(k), str(v)) for k, v in dict(self.env).items()))
+        object.__setattr__(self, "env_allow", tuple(self.env_allow))
+
+    def replace(self, **changes: Any) -> SandboxLimits:
+        """A copy with some fields changed."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def render_env(limits: SandboxLimits, host_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The sandbox environment: :data:`DEFAULT_ENV`-style pairs plus allowlisted host names."""
+    host_env = os.environ if host_env is None else host_env
+    env = dict(limits.env)
+    for name in limits.env_allow:
+        if name in host_env:
+            env[name] = host_env[name]
+    return env
+
+
+def render_rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
+    """Rlimits the runner applies to itself before loading the evaluator (name -> soft, hard).
+
+    CPU: soft = ``ceil(cpu_s)`` (SIGXCPU, catchable), hard = soft + 1 (SIGKILL).
+    """
+    cpu = max(1, int(-(-limits.cpu_s // 1)))
+    mem = int(limits.memory_mb) * _MIB
+    return {
+        "AS": (mem, mem),
+        "CPU": (cpu, cpu + 1),
+        "NPROC": (int(limits.processes), int(limits.processes)),
+        "FSIZE": (int(limits.file_size_bytes), int(limits.file_size_bytes)),
+        "NOFILE": (int(limits.open_files), int(limits.open_files)),
+        "CORE": (0, 0),
+    }
+
+
+def render_local_argv(
+    python: str, runner: str, run_file: str, *, as_root: bool, uid: int, gid: int,
+    limits: SandboxLimits, userns: bool = False,
+) -> list[str]:
+    """argv of the ``local`` backend.
+
+    As root: ``unshare`` new pid/mount (fresh ``/proc``)/ipc/uts (and net unless
+    ``limits.network``) namespaces with ``--kill-child``, then ``setpriv`` to ``uid:gid``. As
+    a normal user with working user namespaces (``userns``) the same namespaces are made
+    under ``unshare --map-root-user``; otherwise the bare interpreter.
+    """
+    py = [python, "-I", "-S", runner, run_file]
+    ns = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
+    if not limits.network:
+        ns.append("--net")
+    if as_root:
+        return ["unshare", *ns, "--", "setpriv", f"--reuid={uid}", f"--regid={gid}",
+                "--clear-groups", "--inh-caps=-all", "--", *py]
+    if userns:
+        return ["unshare", "--map-root-user", *ns, "--", *py]
+    return py
+
+
+def render_bwrap_argv(
+    python: str, runner_dir: str, workdir: str, *, uid: int | None, gid: int | None,
+    limits: SandboxLimits, env: dict[str, str], ro_paths: list[str], evaluator: str | None,
+) -> list[str]:
+    """argv of the ``bwrap`` backend: ``setpriv`` (when root) then ``bwrap ... python -I -S``.
+
+    The sandbox sees read-only ``/usr`` (and the ``/lib*``, ``/bin``, ``/sbin`` links or
+    directories), the interpreter and ``ro_paths`` read-only at their own paths, the runner at
+    ``/qdevolve/runner``, the evaluator at ``/qdevolve/evaluator/<name>``, the per-run work
+    directory read-write at ``/qdevolve/work``, a private tmpfs ``/tmp``, fresh ``/proc`` and
+    a minimal ``/dev``. Every namespace is unshared (network too unless ``limits.network``).
+    """
+    argv: list[str] = []
+    if uid is not None:
+        argv += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                 "--inh-caps=-all", "--"]
+    argv += ["bwrap", "--unshare-all"]
+    if limits.network:
+        argv.append("--share-net")
+    argv += ["--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]
+    for name, value in env.items():
+        argv += ["--setenv", name, value]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for path in ro_paths:
+        if not path.startswith("/usr/"):
+            argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind", runner_dir, f"{SANDBOX_ROOT}/runner"]
+    if evaluator:
+        argv += ["--ro-bind", evaluator, f"{SANDBOX_ROOT}/evaluator/{os.path.basename(evaluator)}"]
+    argv += [
+        "--bind", workdir, f"{SANDBOX_ROOT}/work",
+        "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp",
+        "--proc", "/proc", "--dev", "/dev",
+        "--chdir", f"{SANDBOX_ROOT}/work",
+        "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py",
+        f"{SANDBOX_ROOT}/work/.qdevolve-run.json",
+    ]
+    return argv
+
+
+def render_docker_kwargs(
+    limits: SandboxLimits, *, image: str, user: str, env: dict[str, str],
+    mounts: dict[str, tuple[str, str]], name: str | None = None, command: list[str] | None = None,
+    runtime: str | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments of ``docker.containers.create`` (docker SDK 7).
+
+    Network ``none``, memory = memory+swap, ``pids_limit``, one CPU, read-only root with
+    tmpfs ``/tmp``, every capability dropped, ``no-new-privileges``, a non-root ``user``,
+    ``init``, logging ``none`` (output is read, capped, from the exec stream) and ulimits for
+    CPU seconds, file size, open files and core dumps. ``mounts`` maps host path ->
+    (container path, ``ro``/``rw``).
+    """
+    uid = user.split(":", 1)[0]
+    if uid in ("0", "root", ""):
+        raise ValueError("the docker sandbox refuses to run as root; give a non-zero uid:gid")
+    rl = render_rlimits(limits)
+    kwargs: dict[str, Any] = {
+        "image": image,
+        "command": command,
+        "user": user,
+        "environment": dict(env),
+        "network_mode": "bridge" if limits.network else "none",
+        "mem_limit": f"{int(limits.memory_mb)}m",
+        "memswap_limit": f"{int(limits.memory_mb)}m",
+        "pids_limit": int(limits.processes),
+        "nano_cpus": 1_000_000_000,
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "init": True,
+        "log_config": {"type": "none", "config": {}},
+        "ulimits": [
+            {"name": "cpu", "soft": rl["CPU"][0] + 1, "hard": rl["CPU"][1] + 1},
+            {"name": "fsize", "soft": rl["FSIZE"][0], "hard": rl["FSIZE"][1]},
+            {"name": "nofile", "soft": rl["NOFILE"][0], "hard": rl["NOFILE"][1]},
+            {"name": "core", "soft": 0, "hard": 0},
+        ],
+        "volumes": {host: {"bind": target, "mode": mode} for host, (target, mode) in mounts.items()},
+        "working_dir": f"{SANDBOX_ROOT}/work",
+        "labels": {"qdevolve.sandbox": "1"},
+        "detach": True,
+        "stdin_open": False,
+        "tty": False,
+    }
+    if name:
+        kwargs["name"] = name
+    if runtime:
+        kwargs["runtime"] = runtime
+    return kwargs
