@@ -9,15 +9,28 @@ whole batch or none of it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, func, insert, inspect, select, text, update
-from sqlalchemy.pool import NullPool
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    event,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import _open
 from qdevolve.db import schema as S
@@ -27,6 +40,22 @@ from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout, new_id
 __all__ = ["LineageStore", "open_store", "dumps", "loads"]
 
 BUSY_TIMEOUT_S = 120.0
+_WRITE_OPTION = "qdevolve_write"
+CACHE_KIB = 131072  # per-connection page cache: keeps the random-key indexes hot
+WAL_CHECKPOINT_PAGES = 16384  # checkpoint every ~64 MiB of WAL: fewer, larger fsyncs
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+_PROGRAM_COLS = ("id", "run_id", "code", "language", "code_hash", "generation", "island",
+                 "operator", "prompt_hash", "policy_version", "created_at", "metadata")
+_EDGE_COLS = ("parent_id", "child_id", "role", "position", "run_id")
+_EVAL_COLS = ("program_id", "run_id", "status", "score", "metrics", "tests", "features",
+              "artifacts", "error", "runtime_s", "peak_memory_mb", "sandbox", "created_at")
+_EVENT_COLS = ("run_id", "program_id", "archive", "island", "cell", "kind", "replaced_id",
+               "score", "data", "created_at")
+_ROLLOUT_COLS = ("id", "run_id", "program_id", "group_id", "policy_version", "prompt",
+                 "completion", "prompt_token_ids", "token_ids", "logprobs", "reward",
+                 "reward_vector", "cluster_key", "finish_reason", "prompt_tokens",
+                 "completion_tokens", "created_at", "metadata")
+_STATE_COLS = ("run_id", "key", "value", "updated_at")
 
 
 def _clean(obj: Any) -> Any:
@@ -41,9 +70,17 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(obj: Any) -> str:
     """JSON text for a TEXT column (NaN/inf made representable, numpy scalars unwrapped)."""
-    return json.dumps(_clean(obj), separators=(",", ":"), ensure_ascii=False)
+    if not obj and isinstance(obj, dict):
+        return "{}"
+    try:
+        return _ENCODER.encode(obj)  # fast path: plain JSON values
+    except (TypeError, ValueError):
+        return json.dumps(_clean(obj), separators=(",", ":"), ensure_ascii=False)
 
 
 def loads(s: str | None, default: Any = None) -> Any:
@@ -55,7 +92,9 @@ def loads(s: str | None, default: Any = None) -> Any:
 def _sqlite_engine(path: Path) -> Engine:
     engine = create_engine(
         f"sqlite:///{path}",
-        poolclass=NullPool,
+        poolclass=QueuePool,
+        pool_size=4,
+        max_overflow=8,
         connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
     )
 
@@ -66,13 +105,19 @@ def _sqlite_engine(path: Path) -> Engine:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA cache_size={-CACHE_KIB}")
+        cur.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # Take the write lock up front: no deadlocked read->write upgrades between processes.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the write lock up front (no deadlocked read->write upgrades between
+        # processes); readers use a deferred snapshot so they never block writers under WAL.
+        if conn.get_execution_options().get(_WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
 
     return engine
 
@@ -87,6 +132,7 @@ class LineageStore:
 
     def __init__(self, target: str | Path, *, create: bool = True) -> None:
         self.target = str(target)
+        self._pid = os.getpid()
         if _open.is_url(self.target):
             self.path: Path | None = None
             self.engine = create_engine(self.target, pool_pre_ping=True)
@@ -112,7 +158,7 @@ class LineageStore:
             if not create:
                 raise DatabaseError(f"{self.target}: holds no qdevolve database yet")
             return True
-        with self.engine.connect() as c:
+        with self._connect() as c:
             version = c.execute(select(func.max(S.schema_table.c.version))).scalar()
         if version is not None and version > S.SCHEMA_VERSION:
             raise DatabaseError(
@@ -123,11 +169,26 @@ class LineageStore:
     def _init_schema(self) -> None:
         from qdevolve import __version__
 
-        S.metadata.create_all(self.engine)
-        with self.engine.begin() as c:
+        with self._begin() as c:
+            S.metadata.create_all(c)
             if c.execute(select(func.count()).select_from(S.schema_table)).scalar() == 0:
                 c.execute(insert(S.schema_table).values(
                     version=S.SCHEMA_VERSION, qdevolve_version=__version__, created_at=time.time()))
+
+    def _connect(self) -> Connection:
+        """A pooled connection; a forked child drops the parent's pool first."""
+        if os.getpid() != self._pid:
+            self.engine.dispose(close=False)
+            self._pid = os.getpid()
+        return self.engine.connect()
+
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, committed on success."""
+        with self._connect() as c:
+            c.execution_options(**{_WRITE_OPTION: True})
+            with c.begin():
+                yield c
 
     def close(self) -> None:
         self.engine.dispose()
@@ -144,7 +205,7 @@ class LineageStore:
                    run_id: str | None = None) -> str:
         run_id = run_id or new_id()
         now = time.time()
-        with self.engine.begin() as c:
+        with self._begin() as c:
             c.execute(insert(S.runs).values(
                 id=run_id, name=name or run_id[:8], status="running", example_dir=example_dir,
                 seed=seed, config=dumps(config or {}), created_at=now, updated_at=now))
@@ -154,11 +215,11 @@ class LineageStore:
         if "config" in fields:
             fields["config"] = dumps(fields["config"])
         fields["updated_at"] = time.time()
-        with self.engine.begin() as c:
+        with self._begin() as c:
             c.execute(update(S.runs).where(S.runs.c.id == run_id).values(**fields))
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        with self.engine.connect() as c:
+        with self._connect() as c:
             row = c.execute(select(S.runs).where(S.runs.c.id.startswith(run_id))).mappings().all()
         if not row:
             raise DatabaseError(f"{self.target}: no run with id {run_id!r}; see 'qdevolve runs list --db {self.target}'")
@@ -175,11 +236,11 @@ class LineageStore:
         n_eval = select(func.count()).where(e.c.run_id == S.runs.c.id).scalar_subquery()
         best = select(func.max(e.c.score)).where(e.c.run_id == S.runs.c.id, e.c.status == "ok").scalar_subquery()
         q = select(S.runs, n_prog.label("programs"), n_eval.label("evaluations"), best.label("best_score")).order_by(S.runs.c.created_at)
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return [dict(r) for r in c.execute(q).mappings()]
 
     def latest_run_id(self) -> str:
-        with self.engine.connect() as c:
+        with self._connect() as c:
             rid = c.execute(select(S.runs.c.id).order_by(S.runs.c.created_at.desc()).limit(1)).scalar()
         if rid is None:
             raise DatabaseError(f"{self.target}: holds no runs yet")
@@ -193,7 +254,7 @@ class LineageStore:
         self.write(run_id=run_id, state={key: value})
 
     def get_state(self, run_id: str, key: str, default: Any = None) -> Any:
-        with self.engine.connect() as c:
+        with self._connect() as c:
             v = c.execute(select(S.run_state.c.value).where(
                 S.run_state.c.run_id == run_id, S.run_state.c.key == key)).scalar()
         return default if v is None else loads(v)
@@ -219,80 +280,85 @@ class LineageStore:
             state: Run-state keys to upsert (JSON values).
         """
         now = time.time()
-        prog_rows, edge_rows, run_of = [], [], {}
+        prog_rows: list[tuple[Any, ...]] = []
+        edge_rows: list[tuple[Any, ...]] = []
+        run_of: dict[str, str] = {}
         for p in programs:
             if not p.run_id:
                 raise ValueError(f"program {p.id} has no run_id")
             run_of[p.id] = p.run_id
-            prog_rows.append({
-                "id": p.id, "run_id": p.run_id, "code": p.code, "language": p.language,
-                "code_hash": p.code_hash, "generation": p.generation, "island": p.island,
-                "operator": p.operator, "prompt_hash": p.prompt_hash,
-                "policy_version": p.policy_version, "created_at": p.created_at,
-                "metadata": dumps(p.metadata)})
-            role = p.metadata.get("edge_role") or ("crossover" if len(p.parent_ids) > 1 else "mutation")
-            for i, parent in enumerate(p.parent_ids):
-                edge_rows.append({"parent_id": parent, "child_id": p.id, "role": role,
-                                  "position": i, "run_id": p.run_id})
+            prog_rows.append((p.id, p.run_id, p.code, p.language, p.code_hash, p.generation,
+                              p.island, p.operator, p.prompt_hash, p.policy_version,
+                              p.created_at, dumps(p.metadata)))
+            if p.parent_ids:
+                role = p.metadata.get("edge_role") or ("crossover" if len(p.parent_ids) > 1 else "mutation")
+                for i, parent in enumerate(p.parent_ids):
+                    edge_rows.append((parent, p.id, role, i, p.run_id))
         for parent, child, role in edges:
-            edge_rows.append({"parent_id": parent, "child_id": child, "role": role,
-                              "position": 0, "run_id": run_id or run_of.get(child, "")})
-        eval_rows = []
+            edge_rows.append((parent, child, role, 0, run_id or run_of.get(child, "")))
+        eval_rows: list[tuple[Any, ...]] = []
         for item in evaluations:
             pid, r = item[0], item[1]
             sandbox = item[2] if len(item) > 2 else None
-            eval_rows.append({
-                "program_id": pid, "run_id": run_of.get(pid) or run_id or "", "status": r.status,
-                "score": r.score if r.score is None or math.isfinite(r.score) else None,
-                "metrics": dumps(r.metrics), "tests": None if r.tests is None else dumps(r.tests),
-                "features": dumps(r.features), "artifacts": dumps(r.artifacts), "error": r.error,
-                "runtime_s": r.runtime_s, "peak_memory_mb": r.peak_memory_mb,
-                "sandbox": sandbox, "created_at": now})
-        if any(not row["run_id"] for row in eval_rows):
+            score = r.score if r.score is None or math.isfinite(r.score) else None
+            eval_rows.append((
+                pid, run_of.get(pid) or run_id or "", r.status, score, dumps(r.metrics),
+                None if r.tests is None else dumps(r.tests), dumps(r.features),
+                dumps(r.artifacts), r.error, r.runtime_s, r.peak_memory_mb, sandbox, now))
+        if any(not row[1] for row in eval_rows):
             eval_rows = self._fill_run_ids(eval_rows)
-        event_rows = [{
-            "run_id": ev.run_id or run_of.get(ev.program_id) or run_id, "program_id": ev.program_id,
-            "archive": ev.archive, "island": ev.island, "cell": ev.cell, "kind": ev.kind,
-            "replaced_id": ev.replaced_id, "score": ev.score, "data": dumps(ev.data),
-            "created_at": ev.created_at} for ev in events]
-        rollout_rows = [{
-            "id": r.id, "run_id": r.run_id or run_id, "program_id": r.program_id,
-            "group_id": r.group_id, "policy_version": r.policy_version, "prompt": r.prompt,
-            "completion": r.completion, "prompt_token_ids": dumps(r.prompt_token_ids),
-            "token_ids": dumps(r.token_ids), "logprobs": dumps(r.logprobs), "reward": r.reward,
-            "reward_vector": None if r.reward_vector is None else dumps(r.reward_vector),
-            "cluster_key": r.cluster_key, "finish_reason": r.finish_reason,
-            "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-            "created_at": r.created_at, "metadata": dumps(r.metadata)} for r in rollouts]
-        with self.engine.begin() as c:
-            if prog_rows:
-                c.execute(insert(S.programs), prog_rows)
-            if edge_rows:
-                c.execute(insert(S.edges), edge_rows)
-            if eval_rows:
-                c.execute(insert(S.evaluations), eval_rows)
-            if event_rows:
-                c.execute(insert(S.archive_events), event_rows)
-            if rollout_rows:
-                c.execute(insert(S.rollouts), rollout_rows)
+        event_rows = [(
+            ev.run_id or run_of.get(ev.program_id) or run_id, ev.program_id, ev.archive, ev.island,
+            ev.cell, ev.kind, ev.replaced_id, ev.score, dumps(ev.data), ev.created_at)
+            for ev in events]
+        rollout_rows = [(
+            r.id, r.run_id or run_id, r.program_id, r.group_id, r.policy_version, r.prompt,
+            r.completion, dumps(r.prompt_token_ids), dumps(r.token_ids), dumps(r.logprobs),
+            r.reward, None if r.reward_vector is None else dumps(r.reward_vector), r.cluster_key,
+            r.finish_reason, r.prompt_tokens, r.completion_tokens, r.created_at,
+            dumps(r.metadata)) for r in rollouts]
+        if state and not run_id:
+            raise ValueError("write(state=...) needs run_id")
+        with self._begin() as c:
+            self._insert_many(c, S.programs, _PROGRAM_COLS, prog_rows)
+            self._insert_many(c, S.edges, _EDGE_COLS, edge_rows)
+            self._insert_many(c, S.evaluations, _EVAL_COLS, eval_rows)
+            self._insert_many(c, S.archive_events, _EVENT_COLS, event_rows)
+            self._insert_many(c, S.rollouts, _ROLLOUT_COLS, rollout_rows)
             if state:
-                if not run_id:
-                    raise ValueError("write(state=...) needs run_id")
                 keys = list(state)
                 c.execute(S.run_state.delete().where(S.run_state.c.run_id == run_id, S.run_state.c.key.in_(keys)))
-                c.execute(insert(S.run_state), [
-                    {"run_id": run_id, "key": k, "value": dumps(v), "updated_at": now} for k, v in state.items()])
+                self._insert_many(c, S.run_state, _STATE_COLS,
+                                  [(run_id, k, dumps(v), now) for k, v in state.items()])
 
-    def _fill_run_ids(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        ids = [r["program_id"] for r in rows if not r["run_id"]]
-        with self.engine.connect() as c:
-            found = dict(c.execute(select(S.programs.c.id, S.programs.c.run_id).where(S.programs.c.id.in_(ids))).all())
+    def _insert_many(self, c: Connection, table: Any, cols: tuple[str, ...],
+                     rows: list[tuple[Any, ...]]) -> None:
+        """``executemany`` of pre-built tuples straight on the driver (the fast path), or
+        SQLAlchemy Core for drivers whose parameter style we do not spell ourselves."""
+        if not rows:
+            return
+        mark = _MARKS.get(self.engine.dialect.paramstyle)
+        if mark is None:
+            c.execute(insert(table), [dict(zip(cols, r, strict=True)) for r in rows])
+            return
+        sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
+        c.exec_driver_sql(sql, rows)
+
+    def _fill_run_ids(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        ids = sorted({r[0] for r in rows if not r[1]})
+        found: dict[str, str] = {}
+        with self._connect() as c:
+            for i in range(0, len(ids), 500):
+                found.update(c.execute(select(S.programs.c.id, S.programs.c.run_id)
+                                       .where(S.programs.c.id.in_(ids[i:i + 500]))).all())
+        out = []
         for r in rows:
-            if not r["run_id"]:
-                if r["program_id"] not in found:
-                    raise DatabaseError(f"{self.target}: evaluation for unknown program id {r['program_id']}")
-                r["run_id"] = found[r["program_id"]]
-        return rows
+            if not r[1]:
+                if r[0] not in found:
+                    raise DatabaseError(f"{self.target}: evaluation for unknown program id {r[0]}")
+                r = (r[0], found[r[0]], *r[2:])
+            out.append(r)
+        return out
 
     def add_program(self, program: Program, result: EvalResult | None = None) -> None:
         self.write(programs=[program], evaluations=[(program.id, result)] if result else ())
@@ -305,7 +371,7 @@ class LineageStore:
 
     def set_rollout_rewards(self, rewards: Iterable[tuple[str, float | None, list[float] | None, str | None]]) -> None:
         """Fill in ``(rollout_id, reward, reward_vector, cluster_key)`` once evaluated."""
-        with self.engine.begin() as c:
+        with self._begin() as c:
             for rid, reward, vec, key in rewards:
                 c.execute(update(S.rollouts).where(S.rollouts.c.id == rid).values(
                     reward=reward, reward_vector=None if vec is None else dumps(vec), cluster_key=key))
@@ -315,7 +381,7 @@ class LineageStore:
                            path: str | None = None, metrics: dict[str, Any] | None = None,
                            state: dict[str, Any] | None = None) -> None:
         """Record a policy checkpoint (and, atomically, any run state such as trainer state)."""
-        with self.engine.begin() as c:
+        with self._begin() as c:
             c.execute(insert(S.policy_versions).values(
                 run_id=run_id, version=version, parent_version=parent_version, objective=objective,
                 step=step, path=path, metrics=dumps(metrics or {}), created_at=time.time()))
@@ -325,7 +391,7 @@ class LineageStore:
                                                  "updated_at": time.time()} for k, v in state.items()])
 
     def add_plugin_file(self, run_id: str, path: str, sha256: str, names: Sequence[Sequence[str]] = ()) -> None:
-        with self.engine.begin() as c:
+        with self._begin() as c:
             c.execute(insert(S.plugin_files).values(run_id=run_id, path=path, sha256=sha256,
                                                     names=dumps([list(n) for n in names]), loaded_at=time.time()))
 
@@ -357,8 +423,11 @@ class LineageStore:
         return out
 
     def get_program(self, program_id: str) -> Program:
-        with self.engine.connect() as c:
-            rows = c.execute(select(S.programs).where(S.programs.c.id.startswith(program_id)).limit(2)).all()
+        with self._connect() as c:
+            rows = c.execute(select(S.programs).where(S.programs.c.id == program_id)).all()
+            if not rows:
+                rows = c.execute(select(S.programs).where(
+                    S.programs.c.id.startswith(program_id, autoescape=True)).limit(2)).all()
             if not rows:
                 raise DatabaseError(f"{self.target}: no program with id {program_id!r}")
             if len(rows) > 1:
@@ -368,7 +437,7 @@ class LineageStore:
 
     def get_evaluation(self, program_id: str) -> EvalResult | None:
         """The latest evaluation of a program, or ``None``."""
-        with self.engine.connect() as c:
+        with self._connect() as c:
             row = c.execute(select(S.evaluations).where(S.evaluations.c.program_id == program_id)
                             .order_by(S.evaluations.c.id.desc()).limit(1)).first()
         return None if row is None else self._result(row)
@@ -383,7 +452,7 @@ class LineageStore:
                         e.c.error, e.c.runtime_s, e.c.peak_memory_mb, e.c.id.label("eval_id"))
                  .select_from(p.outerjoin(e, e.c.id == latest))
                  .where(p.c.run_id == run_id, p.c.seq > after_seq).order_by(p.c.seq).limit(batch))
-            with self.engine.connect() as c:
+            with self._connect() as c:
                 rows = c.execute(q).all()
                 parents = self._parents_of(c, [r.id for r in rows])
             if not rows:
@@ -394,12 +463,12 @@ class LineageStore:
             after_seq = rows[-1].seq
 
     def count_programs(self, run_id: str) -> int:
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return c.execute(select(func.count()).select_from(S.programs).where(S.programs.c.run_id == run_id)).scalar() or 0
 
     def count_evaluations(self, run_id: str) -> int:
         """Programs of the run that have at least one evaluation."""
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return c.execute(select(func.count(func.distinct(S.evaluations.c.program_id))).where(
                 S.evaluations.c.run_id == run_id)).scalar() or 0
 
@@ -408,13 +477,13 @@ class LineageStore:
         p, e = S.programs, S.evaluations
         q = (select(p).where(p.c.run_id == run_id, ~select(e.c.id).where(e.c.program_id == p.c.id).exists())
              .order_by(p.c.seq))
-        with self.engine.connect() as c:
+        with self._connect() as c:
             rows = c.execute(q).all()
             parents = self._parents_of(c, [r.id for r in rows])
         return [self._program(r, parents.get(r.id, [])) for r in rows]
 
     def find_code_hash(self, run_id: str, code_hash: str) -> str | None:
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return c.execute(select(S.programs.c.id).where(
                 S.programs.c.run_id == run_id, S.programs.c.code_hash == code_hash).limit(1)).scalar()
 
@@ -423,7 +492,7 @@ class LineageStore:
         q = select(a).where(a.c.run_id == run_id).order_by(a.c.id)
         if archive:
             q = q.where(a.c.archive == archive)
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return [ArchiveEvent(program_id=r.program_id, kind=r.kind, archive=r.archive, island=r.island,
                                  cell=r.cell, replaced_id=r.replaced_id, score=r.score,
                                  data=loads(r.data, {}), run_id=r.run_id, created_at=r.created_at)
@@ -440,7 +509,7 @@ class LineageStore:
             q = q.where(r.c.reward.is_not(None))
         if limit:
             q = q.limit(limit)
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return [(row.seq, Rollout(
                 id=row.id, run_id=row.run_id, program_id=row.program_id, group_id=row.group_id,
                 policy_version=row.policy_version, prompt=row.prompt, completion=row.completion,
@@ -453,7 +522,7 @@ class LineageStore:
 
     def policy_versions(self, run_id: str) -> list[dict[str, Any]]:
         pv = S.policy_versions
-        with self.engine.connect() as c:
+        with self._connect() as c:
             rows = c.execute(select(pv).where(pv.c.run_id == run_id).order_by(pv.c.version)).mappings().all()
         return [{**dict(r), "metrics": loads(r["metrics"], {})} for r in rows]
 
@@ -463,12 +532,12 @@ class LineageStore:
 
     def plugin_files(self, run_id: str) -> list[dict[str, Any]]:
         pf = S.plugin_files
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return [dict(r) for r in c.execute(select(pf).where(pf.c.run_id == run_id).order_by(pf.c.id)).mappings()]
 
     def execute(self, sql: str, **params: Any) -> list[Any]:
         """Run a read-only SQL query (for views and power users)."""
-        with self.engine.connect() as c:
+        with self._connect() as c:
             return c.execute(text(sql), params).all()
 
 

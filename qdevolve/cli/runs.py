@@ -1,0 +1,52 @@
+"""``qdevolve runs list``: the runs stored in a lineage database."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from qdevolve.db.store import open_store
+
+__all__ = ["runs"]
+
+
+def _when(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+@click.group()
+def runs() -> None:
+    """List the runs stored in a database."""
+
+
+@runs.command("list")
+@click.option("--db", "db", required=True, help="Lineage database: a .sqlite path or a SQLAlchemy URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def list_runs(db: str, as_json: bool) -> None:
+    """Every run with its program count, evaluations and best score."""
+    with open_store(db) as store:
+        rows = store.list_runs()
+    if as_json:
+        keys = ("id", "name", "status", "programs", "evaluations", "best_score", "seed",
+                "example_dir", "created_at", "updated_at")
+        click.echo(json.dumps([{k: r.get(k) for k in keys} for r in rows], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"runs in {db}", title_justify="left")
+    for col, just in (("id", "left"), ("name", "left"), ("status", "left"), ("programs", "right"),
+                      ("evaluations", "right"), ("best score", "right"), ("created", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        best = "-" if r["best_score"] is None else f"{r['best_score']:.6g}"
+        table.add_row(r["id"][:12], Text(r["name"]), r["status"], str(r["programs"]),
+                      str(r["evaluations"]), best, _when(r["created_at"]))
+    console = Console(width=max(120, Console().width))
+    if not rows:
+        console.print(f"{db}: no runs yet")
+        return
+    console.print(table)
