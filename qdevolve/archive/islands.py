@@ -1,0 +1,207 @@
+"""Islands: N independent sub-archives joined by ring migration.
+
+The island model (FunSearch, Romera-Paredes et al. 2023; OpenEvolve; ShinkaEvolve) keeps
+sub-populations apart so they explore different regions, and lets good programs travel
+slowly between them. Each island here is its own inner archive (any archive type). A
+program goes to island ``program.island``; a program with no parents (the seed) goes to
+every island when ``seed_all_islands`` is set, so no island starts empty.
+
+Migration is ring-shaped and deterministic: every ``migration_interval`` programs offered
+to island ``i`` (any status), the top ``ceil(migration_fraction * size)`` elites of island
+``i`` by score (the older first among equals) are offered to island ``(i + 1) % n``.
+Elites that themselves arrived by migration never migrate again, and a program whose
+``code_hash`` is already present on the target island is never copied (OpenEvolve added
+both rules after runs filled up with duplicate migrants). A migrant keeps its program id,
+so no new program rows are needed; the target's events come back with kind ``migrated``,
+``island`` set to the target and ``data = {"from_island": i, "inner_kind": ...}``. All of
+this happens inside ``add``, so replaying adds replays migrations.
+
+Statistics: ``size``, ``qd_score`` are summed over islands (a migrant counts on every
+island that holds it), ``coverage`` is the mean island coverage, ``best_*`` the best over
+islands; ``islands`` lists every island's own statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from qdevolve import registry
+from qdevolve.archive.base import EmptyArchiveError
+from qdevolve.errors import ConfigError
+from qdevolve.selection.inspirations import sample_inspirations
+from qdevolve.types import ArchiveEvent, Elite, EvalResult, Program
+
+__all__ = ["IslandsArchive"]
+
+
+@registry.archive("islands")
+class IslandsArchive:
+    """``n_islands`` inner archives with ring migration.
+
+    Args:
+        inner: Spec of each island's archive (``{"type": "map_elites", ...kwargs}``).
+        n_islands: Number of islands.
+        migration_interval: Programs offered to an island between its migrations
+            (0 disables migration).
+        migration_fraction: Fraction of an island's elites (rounded up) that migrate.
+        seed_all_islands: Put programs without parents on every island.
+
+    Raises:
+        ConfigError: an option is invalid, or a program names an island that does not exist.
+    """
+
+    name = "islands"
+
+    def __init__(self, *, inner: dict[str, Any] | str | None = None, n_islands: int = 4,
+                 migration_interval: int = 10, migration_fraction: float = 0.1,
+                 seed_all_islands: bool = True) -> None:
+        if int(n_islands) < 1:
+            raise ConfigError(f"islands n_islands must be >= 1, got {n_islands}")
+        if int(migration_interval) < 0:
+            raise ConfigError(f"islands migration_interval must be >= 0, got {migration_interval}")
+        if not 0.0 <= float(migration_fraction) <= 1.0:
+            raise ConfigError(f"islands migration_fraction must be in [0, 1], got {migration_fraction}")
+        spec: dict[str, Any] = {"type": "map_elites"} if inner is None else (
+            {"type": inner} if isinstance(inner, str) else dict(inner))
+        if spec.get("type") == "islands":
+            raise ConfigError("islands cannot nest another islands archive as inner")
+        self.inner_spec = spec
+        self.n_islands = int(n_islands)
+        self.migration_interval = int(migration_interval)
+        self.migration_fraction = float(migration_fraction)
+        self.seed_all_islands = bool(seed_all_islands)
+        self.islands = [registry.archive.create(spec) for _ in range(self.n_islands)]
+        for i, arc in enumerate(self.islands):
+            arc.island = i
+        self.qd_offset = float(getattr(self.islands[0], "qd_offset", 0.0))
+        self._offered = [0] * self.n_islands
+        self._migrants: set[tuple[int, str]] = set()  # (island, program id) that arrived by migration
+        self.n_migrations = 0
+
+    # -- writing ------------------------------------------------------------------------
+    def add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:
+        """Offer a program to its island (all islands for a seed); may trigger migration."""
+        if not program.parent_ids and self.seed_all_islands:
+            targets = list(range(self.n_islands))
+        else:
+            if not 0 <= program.island < self.n_islands:
+                raise ConfigError(
+                    f"program {program.id} is on island {program.island} but the islands archive "
+                    f"has {self.n_islands} islands (0..{self.n_islands - 1})"
+                )
+            targets = [program.island]
+        for i, arc in enumerate(self.islands):
+            if i not in targets:
+                arc.count_children(program.parent_ids)
+        events: list[ArchiveEvent] = []
+        for i in targets:
+            for ev in self.islands[i].add(program, result):
+                ev.archive = self.name
+                events.append(ev)
+            self._offered[i] += 1
+            if self.migration_interval and self._offered[i] % self.migration_interval == 0:
+                events += self._migrate(i)
+        return events
+
+    def _migrate(self, src: int) -> list[ArchiveEvent]:
+        dst = (src + 1) % self.n_islands
+        if dst == src or self.migration_fraction <= 0:
+            return []
+        source, target = self.islands[src], self.islands[dst]
+        pool = [e for e in source.elites() if (src, e.program_id) not in self._migrants]
+        n = math.ceil(self.migration_fraction * len(pool))
+        ranked = sorted(range(len(pool)), key=lambda i: (-pool[i].score, i))[:n]
+        events: list[ArchiveEvent] = []
+        for i in ranked:
+            elite = pool[i]
+            present = {e.code_hash for e in target.elites()}
+            if elite.code_hash in present or target.get(elite.program_id) is not None:
+                continue
+            copy = dataclasses.replace(elite, features=dict(elite.features), island=dst, cell=None)
+            for ev in target.insert_elite(copy):
+                if ev.program_id == elite.program_id and ev.kind in ("added", "improved", "replaced"):
+                    self._migrants.add((dst, elite.program_id))
+                    self.n_migrations += 1
+                    ev.data = {**ev.data, "from_island": src, "inner_kind": ev.kind}
+                    ev.kind = "migrated"
+                ev.archive = self.name
+                events.append(ev)
+        return events
+
+    def count_children(self, parent_ids: tuple[str, ...]) -> None:
+        for arc in self.islands:
+            arc.count_children(parent_ids)
+
+    # -- reading ------------------------------------------------------------------------
+    def _check_island(self, island: int) -> None:
+        if not 0 <= island < self.n_islands:
+            raise ConfigError(f"island {island} does not exist; the archive has {self.n_islands} islands")
+
+    def elites(self, island: int | None = None) -> list[Elite]:
+        """Elites of one island, or of all islands (a migrant listed once, from its first island)."""
+        if island is not None:
+            self._check_island(island)
+            return self.islands[island].elites()
+        seen: set[str] = set()
+        out = []
+        for arc in self.islands:
+            for e in arc.elites():
+                if e.program_id not in seen:
+                    seen.add(e.program_id)
+                    out.append(e)
+        return out
+
+    def get(self, program_id: str) -> Elite | None:
+        for arc in self.islands:
+            e = arc.get(program_id)
+            if e is not None:
+                return e
+        return None
+
+    def __len__(self) -> int:
+        return len(self.elites())
+
+    def sample(self, rng: np.random.Generator, selection: Any, *, island: int | None = None,
+               n: int = 1) -> list[Elite]:
+        """``selection.select`` over the elites of ``island`` (or all islands)."""
+        candidates = self.elites(island)
+        if not candidates:
+            where = "the islands archive" if island is None else f"island {island} of the islands archive"
+            raise EmptyArchiveError(
+                f"{where} holds no elite to select a parent from: no program has been admitted there yet"
+            )
+        return list(selection.select(candidates, rng, n))
+
+    def inspirations(self, parent_id: str, rng: np.random.Generator, *, n_best: int, n_diverse: int,
+                     island: int | None = None) -> list[Elite]:
+        return sample_inspirations(self.elites(island), parent_id, rng, n_best=n_best, n_diverse=n_diverse)
+
+    def stats(self) -> dict[str, Any]:
+        per = []
+        for i, arc in enumerate(self.islands):
+            s = arc.stats()
+            s["island"] = i
+            s["offered"] = self._offered[i]
+            per.append(s)
+        bests = [s for s in per if s["best_score"] is not None]
+        best = max(bests, key=lambda s: s["best_score"], default=None)
+        return {
+            "archive": self.name,
+            "inner": self.inner_spec.get("type"),
+            "size": sum(s["size"] for s in per),
+            "unique_programs": len(self.elites()),
+            "cells": sum(s["cells"] or 0 for s in per) or None,
+            "coverage": float(np.mean([s["coverage"] for s in per])),
+            "qd_score": float(sum(s["qd_score"] for s in per)),
+            "qd_offset": self.qd_offset,
+            "best_score": None if best is None else best["best_score"],
+            "best_program_id": None if best is None else best["best_program_id"],
+            "best_island": None if best is None else best["island"],
+            "migrations": self.n_migrations,
+            "offered": sum(self._offered),
+            "islands": per,
+        }

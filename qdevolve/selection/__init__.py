@@ -1,0 +1,28 @@
+"""Parent selection (plugin kind ``selection``) and inspiration sampling.
+
+Built-ins (each documents its formula and source): ``uniform``, ``tournament``, ``dgm``,
+``power_law``, ``novelty_weighted``. A rule is any object with
+``select(candidates: Sequence[Elite], rng, n=1) -> list[Elite]``.
+"""
+
+from __future__ import annotations
+
+from qdevolve.selection.inspirations import sample_inspirations
+from qdevolve.selection.rules import (
+    DGMSelection,
+    NoveltyWeightedSelection,
+    PowerLawSelection,
+    SelectionRule,
+    TournamentSelection,
+    UniformSelection,
+)
+
+__all__ = [
+    "SelectionRule",
+    "UniformSelection",
+    "TournamentSelection",
+    "DGMSelection",
+    "PowerLawSelection",
+    "NoveltyWeightedSelection",
+    "sample_inspirations",
+]
