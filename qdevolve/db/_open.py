@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import urllib.parse
 from pathlib import Path
 
 from qdevolve.db.schema import SCHEMA_VERSION
@@ -44,7 +45,7 @@ def check_sqlite_file(path: Path, *, create: bool) -> bool:
             f"'qdevolve run' or a new path"
         )
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        con = sqlite3.connect(_readonly_uri(path), uri=True, timeout=30)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "qdevolve_schema" not in tables:
@@ -71,6 +72,14 @@ def check_sqlite_file(path: Path, *, create: bool) -> bool:
             f"to v{SCHEMA_VERSION}); upgrade qdevolve with 'pip install -U qdevolve'"
         )
     return False
+
+
+def _readonly_uri(path: Path) -> str:
+    """A read-only URI that leaves no trace: ``immutable`` (no -wal/-shm files created) when
+    no WAL file exists, else plain read-only so the live WAL's content is seen."""
+    quoted = urllib.parse.quote(str(path.resolve()))
+    wal = path.with_name(path.name + "-wal")
+    return f"file:{quoted}?mode=ro" + ("" if wal.exists() else "&immutable=1")
 
 
 def _looks_like_text(path: Path) -> bool:

@@ -1,0 +1,109 @@
+"""Real OS processes on one SQLite file: concurrent writers and a writer killed mid-batch."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from qdevolve.db.store import LineageStore
+    from qdevolve.types import EvalResult, Program
+
+    db, go, worker, n, batch = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    while not go.exists():
+        time.sleep(0.005)
+    store = LineageStore(db, create=True)
+    rid = store.create_run(name=f"w{worker}", run_id=f"run-{worker}")
+    prev = None
+    for start in range(0, n, batch):
+        progs = []
+        for i in range(start, min(n, start + batch)):
+            p = Program(code=f"w{worker}_{i} = {i}\\n", run_id=rid,
+                        parent_ids=(prev,) if prev else (), metadata={"i": i})
+            progs.append(p)
+            prev = p.id
+        store.write(programs=progs, evaluations=[(p.id, EvalResult(score=float(i))) for i, p in enumerate(progs)],
+                    run_id=rid, state={"last": start})
+    print("done", worker, flush=True)
+""")
+
+
+def test_four_processes_write_concurrently_without_losing_rows(tmp_path: Path) -> None:
+    db, go = tmp_path / "shared.sqlite", tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(go), str(w), "2000", "50"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for w in range(4)]
+    time.sleep(0.5)  # every process imported and waiting: they start on an empty path together
+    go.touch()
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert "locked" not in err.lower(), err
+        assert p.returncode == 0, err
+        assert out.startswith("done")
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = dict(con.execute("SELECT run_id, COUNT(*) FROM programs GROUP BY run_id").fetchall())
+        assert rows == {f"run-{w}": 2000 for w in range(4)}
+        assert con.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 8000
+        assert con.execute("SELECT COUNT(*) FROM edges").fetchone()[0] == 4 * 1999
+        assert con.execute("SELECT COUNT(*) FROM qdevolve_schema").fetchone()[0] == 1
+    finally:
+        con.close()
+
+
+KILLED = textwrap.dedent("""
+    import sys
+    from qdevolve.db.store import LineageStore
+    from qdevolve.types import EvalResult, Program
+
+    store = LineageStore(sys.argv[1], create=True)
+    rid = store.create_run(name="killed", run_id="run-k")
+    batch = 0
+    while True:
+        progs = [Program(code=f"b{batch}_{i}\\n", run_id=rid, metadata={"batch": batch}) for i in range(1000)]
+        progs = [progs[0]] + [Program(code=p.code, run_id=rid, parent_ids=(progs[0].id,), id=p.id,
+                                      metadata=p.metadata) for p in progs[1:]]
+        store.write(programs=progs, evaluations=[(p.id, EvalResult(score=1.0)) for p in progs],
+                    run_id=rid, state={"batch": batch})
+        print(batch, flush=True)
+        batch += 1
+""")
+
+
+def test_sigkill_mid_batch_leaves_only_whole_batches(tmp_path: Path) -> None:
+    db = tmp_path / "killed.sqlite"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(db)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    committed = -1
+    assert proc.stdout is not None
+    while committed < 4:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else "writer died"
+        committed = int(line)
+    time.sleep(0.037)  # land somewhere inside a later write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        per_batch = dict(con.execute(
+            "SELECT json_extract(metadata, '$.batch'), COUNT(*) FROM programs GROUP BY 1").fetchall())
+        assert set(range(committed + 1)) <= set(per_batch)  # every printed batch survived
+        assert set(per_batch.values()) == {1000}  # no partial batch
+        assert sorted(per_batch) == list(range(len(per_batch)))
+        n = sum(per_batch.values())
+        assert con.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == n
+        assert con.execute("SELECT COUNT(*) FROM edges").fetchone()[0] == 999 * len(per_batch)
+        state = con.execute("SELECT value FROM run_state WHERE key = 'batch'").fetchone()[0]
+        assert int(state) == len(per_batch) - 1  # run state committed with its batch
+    finally:
+        con.close()
