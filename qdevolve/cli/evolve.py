@@ -86,12 +86,12 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
     loaded = [registry.load_plugin_file(p) for p in plugins]
     example = load_example(example_dir, config_path=config_path)
     for w in example.config.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     config = _apply_overrides(example.config, iterations=iterations, seed=seed, workers=workers,
                               sandbox=sandbox, archive=archive, selection=selection, mutation=mutation,
                               backend=backend, model=model, api_base=api_base, wall_time=wall_time,
                               name=name)
-    if policy or train_objective:
+    if policy or train_objective or train_every or objective_args or config.train:
         from qdevolve.evolve.joined import apply_policy_options
 
         config = apply_policy_options(config, policy=policy, objective=train_objective,

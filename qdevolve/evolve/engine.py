@@ -67,8 +67,8 @@ def make_limits(limits: dict[str, Any]) -> Any:
 
     try:
         kw = dict(limits)
-        if "env_allowlist" in kw and isinstance(kw["env_allowlist"], list):
-            kw["env_allowlist"] = tuple(kw["env_allowlist"])
+        if isinstance(kw.get("env_allow"), list):
+            kw["env_allow"] = tuple(kw["env_allow"])
         return SandboxLimits(**kw)
     except TypeError as exc:
         raise ConfigError(f"limits: {exc}") from None
@@ -308,8 +308,7 @@ class Evolution:
         self.store.write(run_id=self.run_id, evaluations=[(program.id, result, self.sandbox_name)],
                          events=events, state={"rng": self.rng.bit_generator.state})
         if rollout is not None:
-            self.store.set_rollout_rewards([(rollout.id, result.score if result.ok else None, result.tests,
-                                             next((e.cell for e in events if e.cell), None))])
+            self.store.set_rollout_rewards([(rollout.id, *self.rollout_reward(program, result, events))])
         if program.operator != "seed":
             self.evaluated += 1
         if cand is not None and self.backend is not None and hasattr(self.backend, "report"):
@@ -323,6 +322,20 @@ class Evolution:
             if inspect.isawaitable(out):
                 await out
         self._tick()
+
+    def rollout_reward(self, program: Program, result: EvalResult,
+                       events: list[Any]) -> tuple[float | None, list[float] | None, str | None]:
+        """``(reward, reward_vector, cluster_key)`` of the rollout that produced ``program``.
+
+        The plain engine records the score (``None`` unless ``ok``), the per-test vector and the
+        archive cell; :class:`~qdevolve.evolve.joined.JoinedEvolution` overrides it with the
+        training reward.
+        """
+        cell = next((e.cell for e in events if e.cell), None)
+        return (result.score if result.ok else None), result.tests, cell
+
+    async def after_job(self, candidates: list[Candidate]) -> None:
+        """Called once all children of one parent prompt are stored and evaluated."""
 
     async def _evaluate_and_store(self, loop: asyncio.AbstractEventLoop, program: Program,
                                   cand: Candidate | None = None, rollout: Rollout | None = None) -> None:
@@ -371,6 +384,7 @@ class Evolution:
             self.children_reserved -= reserved - used
             if evals:
                 await asyncio.gather(*evals)
+            await self.after_job(cands)
         except Exception:
             self.children_reserved -= reserved - used
             raise

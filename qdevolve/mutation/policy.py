@@ -1,0 +1,106 @@
+"""``policy``: the mutation operator of the joined loop, sampling from the trained policy.
+
+The prompt is rendered from a template (``{parent_code}``, ``{parent_block}``,
+``{score}``, ``{metrics}``, ``{artifacts}`` are filled from the parent); the backend
+samples ``context.n`` completions (one RL group); each completion is cleaned (cut at the
+first stop string) and rendered into the parent's EVOLVE-BLOCK through ``block_template``
+(``{completion}``; default: the completion is the block body). A completion that yields
+an empty or unparsable program is a failed candidate that keeps its rollout, so the
+trainer still sees (and is penalised for) it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from typing import Any
+
+from qdevolve import registry
+from qdevolve.backends.base import GenerationRequest
+from qdevolve.mutation.base import Candidate, MutationContext
+from qdevolve.mutation.blocks import block_texts, splice_blocks
+from qdevolve.types import Program, new_id
+
+__all__ = ["PolicyMutation"]
+
+DEFAULT_PROMPT = "{parent_block}"
+
+
+@registry.mutation("policy")
+class PolicyMutation:
+    """Sample children from the (trained) policy behind the shared backend.
+
+    Args:
+        prompt_template: Prompt text; placeholders ``{parent_code}``, ``{parent_block}``,
+            ``{score}``, ``{metrics}``, ``{artifacts}``.
+        block_template: How a completion becomes the EVOLVE-BLOCK body (``{completion}``).
+        temperature, top_p, max_tokens: Sampling settings.
+        stop: Completion is cut at the first of these strings (default: newline).
+        strip: Strip whitespace around the completion.
+    """
+
+    n_parents = 1
+    needs_backend = True
+
+    def __init__(self, *, prompt_template: str = DEFAULT_PROMPT, block_template: str = "{completion}\n",
+                 temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 64,
+                 stop: list[str] | None = None, strip: bool = True) -> None:
+        self.prompt_template = prompt_template
+        self.block_template = block_template
+        self.temperature, self.top_p, self.max_tokens = float(temperature), float(top_p), int(max_tokens)
+        self.stop = ["\n"] if stop is None else list(stop)
+        self.strip = strip
+
+    def render_prompt(self, parent: Program, context: MutationContext) -> str:
+        res = context.parent_result
+        blocks = block_texts(parent.code)
+        return self.prompt_template.format(
+            parent_code=parent.code, parent_block=blocks[0] if blocks else parent.code,
+            score="" if res is None or res.score is None else f"{res.score:.6g}",
+            metrics="" if res is None else json.dumps(res.metrics, sort_keys=True),
+            artifacts="" if res is None else "\n".join(f"{k}: {v}" for k, v in res.artifacts.items()))
+
+    def clean(self, text: str) -> str:
+        cut = len(text)
+        for s in self.stop:
+            i = text.find(s)
+            if i >= 0:
+                cut = min(cut, i)
+        text = text[:cut]
+        return text.strip() if self.strip else text
+
+    def child_code(self, parent: Program, completion: str) -> str:
+        body = self.block_template.format(completion=completion)
+        n_blocks = len(block_texts(parent.code))
+        if n_blocks != 1:
+            raise ValueError(f"the policy operator needs exactly one EVOLVE-BLOCK, the parent has {n_blocks}")
+        return splice_blocks(parent.code, [body])
+
+    async def propose(self, parent: Program, context: MutationContext, backend: Any) -> list[Candidate]:
+        prompt = self.render_prompt(parent, context)
+        phash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        seed = int(context.rng.integers(0, 2**31 - 1))
+        req = GenerationRequest(prompt=prompt, n=context.n, temperature=self.temperature, top_p=self.top_p,
+                                max_tokens=self.max_tokens, seed=seed, stop=None)
+        (completions,) = await backend.generate([req])
+        group_id = new_id()
+        out = []
+        for comp in completions:
+            base = dict(operator="policy", parent_ids=(parent.id,), prompt=prompt, prompt_hash=phash,
+                        completion=comp, group_id=group_id, raw=comp.text)
+            if comp.error:
+                out.append(Candidate(code=None, error=f"backend error: {comp.error}", **base))
+                continue
+            text = self.clean(comp.text)
+            if not text:
+                out.append(Candidate(code=None, error="empty completion", **base))
+                continue
+            try:
+                code = self.child_code(parent, text)
+                ast.parse(code)
+            except (ValueError, SyntaxError) as exc:
+                out.append(Candidate(code=None, error=f"completion does not give a valid program: {exc}", **base))
+                continue
+            out.append(Candidate(code=code, metadata={"completion": text}, **base))
+        return out
