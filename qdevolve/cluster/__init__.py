@@ -48,12 +48,16 @@ def unpack(item: Any) -> ClusterInput:
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
         meta = item[1] if item[1] is not None else {}
         if not isinstance(meta, Mapping):
-            raise ValueError(f"a (text, metadata) pair needs a mapping as metadata, got {type(meta).__name__}")
+            raise ValueError(
+                f"a (text, metadata) pair needs a mapping as metadata, got {type(meta).__name__}"
+            )
         return ClusterInput(item[0], meta)
     if hasattr(item, "completion") and hasattr(item, "metadata"):  # Rollout
         vec = getattr(item, "reward_vector", None)
         return ClusterInput(
-            str(item.completion), dict(item.metadata or {}), None if vec is None else tuple(float(v) for v in vec)
+            str(item.completion),
+            dict(item.metadata or {}),
+            None if vec is None else tuple(float(v) for v in vec),
         )
     if hasattr(item, "code") and hasattr(item, "metadata"):  # Program
         return ClusterInput(str(item.code), dict(item.metadata or {}))

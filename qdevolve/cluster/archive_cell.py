@@ -30,7 +30,9 @@ __all__ = ["ArchiveCellCluster"]
 class ArchiveCellCluster:
     """The niche of the completion's program in the outer archive."""
 
-    def __init__(self, *, cells: Mapping[str, Any] | None = None, missing: str | None = "cell:none") -> None:
+    def __init__(
+        self, *, cells: Mapping[str, Any] | None = None, missing: str | None = "cell:none"
+    ) -> None:
         self.cells = dict(cells or {})
         self.missing = missing
 

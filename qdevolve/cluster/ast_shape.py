@@ -95,7 +95,13 @@ def normalized_ast(code: str, *, keep_attributes: bool = True) -> ast.AST:
 class ASTShapeCluster:
     """Hash of the identifier- and constant-abstracted AST (see module docstring)."""
 
-    def __init__(self, *, mode: str = "shape", keep_attributes: bool = True, on_error: str | None = "ast:invalid") -> None:
+    def __init__(
+        self,
+        *,
+        mode: str = "shape",
+        keep_attributes: bool = True,
+        on_error: str | None = "ast:invalid",
+    ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
         self.mode = mode
@@ -117,6 +123,10 @@ class ASTShapeCluster:
                 raise ValueError(f"ast_shape clusterer: code does not parse: {exc}") from exc
             return self.on_error
         if self.mode == "node_types":
-            counts = Counter(type(n).__name__ for n in ast.walk(tree) if not isinstance(n, (ast.Load, ast.Store, ast.Del)))
+            counts = Counter(
+                type(n).__name__
+                for n in ast.walk(tree)
+                if not isinstance(n, (ast.Load, ast.Store, ast.Del))
+            )
             return "ast:" + stable_hash(sorted(counts.items()))
         return "ast:" + stable_hash(ast.dump(tree, annotate_fields=False, include_attributes=False))

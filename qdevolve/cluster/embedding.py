@@ -73,7 +73,9 @@ class EmbeddingCluster:
         from transformers import AutoModel, AutoTokenizer
 
         self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        self._model = AutoModel.from_pretrained(str(path), local_files_only=True).to(self.device).eval()
+        self._model = (
+            AutoModel.from_pretrained(str(path), local_files_only=True).to(self.device).eval()
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings, shape ``[n, d]`` float32."""
@@ -84,7 +86,11 @@ class EmbeddingCluster:
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
             enc = self._tokenizer(
-                batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+                batch,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
             ).to(self.device)
             with torch.no_grad():
                 hidden = self._model(**enc).last_hidden_state

@@ -68,9 +68,13 @@ class LLMJudgeCluster:
         max_tokens: int = 24,
     ) -> None:
         if isinstance(backend, (Mapping, str)):
-            backend = registry.backend.create(dict(backend) if isinstance(backend, Mapping) else backend)
+            backend = registry.backend.create(
+                dict(backend) if isinstance(backend, Mapping) else backend
+            )
         if not hasattr(backend, "generate"):
-            raise ValueError(f"llm_judge needs a backend with an async generate(); got {type(backend).__name__}")
+            raise ValueError(
+                f"llm_judge needs a backend with an async generate(); got {type(backend).__name__}"
+            )
         self.backend = backend
         self.problem = problem
         self.max_words = int(max_words)

@@ -148,7 +148,9 @@ class Objective:
         return [self.advantages(g) for g in groups]
 
     def __repr__(self) -> str:
-        settings = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_"))
+        settings = ", ".join(
+            f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_")
+        )
         return f"{type(self).__name__}({settings})"
 
 
@@ -159,10 +161,14 @@ class ScaledObjective(Objective):
     on) and may override :meth:`reweight` (applied after scaling, e.g. Rare's ``f^-alpha``).
     """
 
-    def __init__(self, *, scale: str = "group", eps: float = STD_EPS, batch_std: float | None = None) -> None:
+    def __init__(
+        self, *, scale: str = "group", eps: float = STD_EPS, batch_std: float | None = None
+    ) -> None:
         self.scale = check_scale(scale)
         self.eps = check_positive("eps", eps, allow_zero=True)
-        self.batch_std = None if batch_std is None else check_positive("batch_std", batch_std, allow_zero=True)
+        self.batch_std = (
+            None if batch_std is None else check_positive("batch_std", batch_std, allow_zero=True)
+        )
 
     def scores(self, group: RolloutGroup) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -185,5 +191,6 @@ class ScaledObjective(Objective):
         if self.scale == "batch" and std is None:
             std = batch_std(scores)
         return [
-            self.reweight(g, normalize(s, self.scale, self.eps, std)) for g, s in zip(groups, scores, strict=True)
+            self.reweight(g, normalize(s, self.scale, self.eps, std))
+            for g, s in zip(groups, scores, strict=True)
         ]

@@ -47,9 +47,13 @@ def _float_array(name: str, value: Any, ndim: int) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"RolloutGroup.{name} must be numeric, got {type(value).__name__}: {exc}") from exc
+        raise ValueError(
+            f"RolloutGroup.{name} must be numeric, got {type(value).__name__}: {exc}"
+        ) from exc
     if arr.ndim != ndim:
-        raise ValueError(f"RolloutGroup.{name} must have {ndim} dimension(s), got shape {arr.shape}")
+        raise ValueError(
+            f"RolloutGroup.{name} must have {ndim} dimension(s), got shape {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError(
             f"RolloutGroup.{name} contains NaN or infinite values; give failed completions a finite "
@@ -117,10 +121,14 @@ class RolloutGroup:
             if keys is None:
                 continue
             if isinstance(keys, (str, bytes)):
-                raise ValueError(f"RolloutGroup.{name} must be a sequence of G keys, not a single string")
+                raise ValueError(
+                    f"RolloutGroup.{name} must be a sequence of G keys, not a single string"
+                )
             keys = list(keys)
             if len(keys) != g:
-                raise ValueError(f"RolloutGroup.{name} has {len(keys)} keys but the group has G={g} rewards")
+                raise ValueError(
+                    f"RolloutGroup.{name} has {len(keys)} keys but the group has G={g} rewards"
+                )
             for i, k in enumerate(keys):
                 if k is None:
                     raise ValueError(
@@ -141,7 +149,9 @@ class RolloutGroup:
             except TypeError as exc:
                 raise ValueError(f"RolloutGroup.{name} must have one entry per completion") from exc
             if n != g:
-                raise ValueError(f"RolloutGroup.{name} has {n} entries but the group has G={g} rewards")
+                raise ValueError(
+                    f"RolloutGroup.{name} has {n} entries but the group has G={g} rewards"
+                )
 
     @property
     def size(self) -> int:
@@ -151,7 +161,9 @@ class RolloutGroup:
     def __len__(self) -> int:
         return self.size
 
-    def require(self, fields: Sequence[str] | set[str] | frozenset[str], who: str = "this objective") -> None:
+    def require(
+        self, fields: Sequence[str] | set[str] | frozenset[str], who: str = "this objective"
+    ) -> None:
         """Raise a ``ValueError`` naming every field in ``fields`` that the group lacks."""
         missing = sorted(f for f in fields if getattr(self, f, None) is None)
         if missing:

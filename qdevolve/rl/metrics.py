@@ -109,7 +109,9 @@ def exact_pass_at_k(probs: Any, correct: Any, k: int) -> float:
         p = _to_numpy(probs)
         mask = np.asarray(correct, dtype=bool)
         if mask.shape != p.shape:
-            raise ValueError(f"correct mask shape {mask.shape} does not match probs shape {p.shape}")
+            raise ValueError(
+                f"correct mask shape {mask.shape} does not match probs shape {p.shape}"
+            )
         p_correct = float(p[mask].sum())
     if not -1e-12 <= p_correct <= 1.0 + 1e-9:
         raise ValueError(f"probability of a correct answer must lie in [0, 1], got {p_correct}")
@@ -138,7 +140,9 @@ def _as_probs(dist: Any, mask: Any = None) -> np.ndarray:
         if mask is not None:
             m = np.asarray(mask, dtype=bool).ravel()
             if m.shape != p.shape:
-                raise ValueError(f"mask shape {m.shape} does not match distribution shape {p.shape}")
+                raise ValueError(
+                    f"mask shape {m.shape} does not match distribution shape {p.shape}"
+                )
             p = p[m]
     if np.any(p < 0) or not np.all(np.isfinite(p)):
         raise ValueError("probabilities must be finite and non-negative")
@@ -266,7 +270,9 @@ def token_entropy(logits: Any = None, *, logprobs: Any = None, mask: Any = None)
 
 def never_solved(correct_counts: Mapping[Hashable, int] | Sequence[int]) -> list[Any]:
     """Prompts (keys, or indices for a sequence) with zero correct samples."""
-    items = correct_counts.items() if isinstance(correct_counts, Mapping) else enumerate(correct_counts)
+    items = (
+        correct_counts.items() if isinstance(correct_counts, Mapping) else enumerate(correct_counts)
+    )
     return [p for p, c in items if c == 0]
 
 

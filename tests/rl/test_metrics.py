@@ -120,12 +120,15 @@ def brute_best_at_k(scores, k):
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 6])
 def test_best_at_k_matches_subset_enumeration(k):
     vectors = np.array(
-        [[1, 0, 0, 1], [0, 0, 0, 0], [1, 1, 1, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1]], dtype=float
+        [[1, 0, 0, 1], [0, 0, 0, 0], [1, 1, 1, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1]],
+        dtype=float,
     )
     scores = vectors.mean(axis=1).tolist()
     assert abs(M.best_at_k(vectors, k) - brute_best_at_k(scores, k)) < TOL
     w = np.array([0.1, 0.2, 0.3, 0.4])
-    assert abs(M.best_at_k(vectors, k, weights=w) - brute_best_at_k((vectors @ w).tolist(), k)) < TOL
+    assert (
+        abs(M.best_at_k(vectors, k, weights=w) - brute_best_at_k((vectors @ w).tolist(), k)) < TOL
+    )
     # coverage: expected fraction of tests passed by at least one of k samples
     subsets = list(itertools.combinations(range(6), k))
     brute_cov = sum(vectors[list(s)].max(axis=0).mean() for s in subsets) / len(subsets)

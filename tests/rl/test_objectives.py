@@ -42,7 +42,9 @@ def full_group(rewards, **extra) -> RolloutGroup:
     g = len(rewards)
     extra.setdefault("outcome_keys", [f"o{i}" for i in range(g)])
     extra.setdefault("cluster_keys", [f"c{i}" for i in range(g)])
-    extra.setdefault("candidate_vectors", np.repeat(np.asarray(rewards, float)[:, None, None], 3, axis=1))
+    extra.setdefault(
+        "candidate_vectors", np.repeat(np.asarray(rewards, float)[:, None, None], 3, axis=1)
+    )
     return RolloutGroup(rewards=rewards, **extra)
 
 
@@ -121,8 +123,16 @@ def test_group_rejects_bad_shapes(kwargs, match):
 
 def test_group_from_rollouts():
     rs = [
-        Rollout(prompt="p", completion=c, reward=r, reward_vector=v, group_id="g1",
-                token_ids=[1, 2], logprobs=[-0.1, -0.2], metadata={"outcome_key": c})
+        Rollout(
+            prompt="p",
+            completion=c,
+            reward=r,
+            reward_vector=v,
+            group_id="g1",
+            token_ids=[1, 2],
+            logprobs=[-0.1, -0.2],
+            metadata={"outcome_key": c},
+        )
         for c, r, v in [("a", 1.0, [1, 0]), ("b", 0.0, [0, 0]), ("a", 1.0, [1, 1])]
     ]
     g = RolloutGroup.from_rollouts(rs, cluster=lambda r: r.completion.upper())
@@ -152,7 +162,9 @@ def test_grpo_graded_rewards_by_hand():
     # r = [0.2, 0.5, 0.8]: mean 0.5, deviations -0.3, 0, 0.3, Bessel var (0.09 + 0.09) / 2
     std = math.sqrt(0.09)
     expected = np.array([-0.3, 0.0, 0.3]) / (std + EPS)
-    np.testing.assert_allclose(make("grpo").advantages(RolloutGroup([0.2, 0.5, 0.8])), expected, atol=TOL)
+    np.testing.assert_allclose(
+        make("grpo").advantages(RolloutGroup([0.2, 0.5, 0.8])), expected, atol=TOL
+    )
 
 
 def test_grpo_no_scaling_by_hand():
@@ -194,7 +206,9 @@ def test_reinforce_rej_by_hand():
     mixed = RolloutGroup([1.0, 0.0, 1.0, 1.0])
     np.testing.assert_allclose(obj.advantages(mixed), [1.0, 0.0, 1.0, 1.0], atol=TOL)
     np.testing.assert_allclose(
-        make("reinforce_rej", baseline="mean").advantages(mixed), [0.25, -0.75, 0.25, 0.25], atol=TOL
+        make("reinforce_rej", baseline="mean").advantages(mixed),
+        [0.25, -0.75, 0.25, 0.25],
+        atol=TOL,
     )
     for rewards in ([1.0] * 4, [0.0] * 4):
         g = RolloutGroup(rewards)
@@ -232,7 +246,9 @@ def test_ips_mixed_group_floor_and_alpha_by_hand():
     g = RolloutGroup([1.0, 1.0, 0.0, 1.0], outcome_keys=["a", "a", "b", "c"])
     # p_hat = [1/2, 1/2, 1/4, 1/4]; r~ = [2, 2, 0, 4]; mean 2; deviations [0, 0, -2, 2]
     std = math.sqrt(8 / 3)
-    np.testing.assert_allclose(make("ips").advantages(g), np.array([0, 0, -2, 2]) / (std + EPS), atol=TOL)
+    np.testing.assert_allclose(
+        make("ips").advantages(g), np.array([0, 0, -2, 2]) / (std + EPS), atol=TOL
+    )
     # eps = 0.5 floors c's 1/4: r~ = [2, 2, 0, 2]; mean 1.5; deviations [.5, .5, -1.5, .5]; var 1
     np.testing.assert_allclose(
         make("ips", eps=0.5).advantages(g), np.array([0.5, 0.5, -1.5, 0.5]) / (1.0 + EPS), atol=TOL
@@ -243,7 +259,9 @@ def test_ips_mixed_group_floor_and_alpha_by_hand():
     std = math.sqrt((dev**2).sum() / 3)
     np.testing.assert_allclose(make("ips", alpha=0.5).advantages(g), dev / (std + EPS), atol=TOL)
     # alpha = 0 is GRPO
-    np.testing.assert_allclose(make("ips", alpha=0.0).advantages(g), make("grpo").advantages(g), atol=TOL)
+    np.testing.assert_allclose(
+        make("ips", alpha=0.0).advantages(g), make("grpo").advantages(g), atol=TOL
+    )
 
 
 def test_ips_cluster_key_and_missing_keys():
@@ -269,9 +287,13 @@ def test_rare_by_hand():
     base = np.array([1 / 3, 1 / 3, 1 / 3, -2 / 3, -2 / 3, 1 / 3]) / (std + EPS)
     sizes = np.array([3, 3, 3, 1, 2, 2], dtype=float)
     np.testing.assert_allclose(make("rare").advantages(g), base / sizes, atol=TOL)
-    np.testing.assert_allclose(make("rare", alpha=0.5).advantages(g), base / np.sqrt(sizes), atol=TOL)
+    np.testing.assert_allclose(
+        make("rare", alpha=0.5).advantages(g), base / np.sqrt(sizes), atol=TOL
+    )
     positive_only = np.where(base > 0, base / sizes, base)
-    np.testing.assert_allclose(make("rare", apply_to="positive").advantages(g), positive_only, atol=TOL)
+    np.testing.assert_allclose(
+        make("rare", apply_to="positive").advantages(g), positive_only, atol=TOL
+    )
     np.testing.assert_allclose(make("rare", alpha=0.0).advantages(g), base, atol=TOL)
 
 
@@ -307,7 +329,9 @@ def test_passk_worked_example():
     np.testing.assert_allclose(adv, [0.5, 0.5, -0.25, -0.25, -0.25, -0.25], atol=TOL)
 
 
-@pytest.mark.parametrize("n,c,k", [(8, 1, 4), (8, 3, 4), (8, 4, 2), (6, 5, 1), (7, 2, 5), (5, 1, 5)])
+@pytest.mark.parametrize(
+    "n,c,k", [(8, 1, 4), (8, 3, 4), (8, 4, 2), (6, 5, 1), (7, 2, 5), (5, 1, 5)]
+)
 def test_passk_matches_subset_enumeration(n, c, k):
     adv = make("passk", k=k).advantages(RolloutGroup([1.0] * c + [0.0] * (n - c)))
     np.testing.assert_allclose(adv, _passk_brute_force(n, c, k), atol=TOL)
@@ -344,7 +368,9 @@ def test_lad_gradient_at_ratio_one_by_hand(f):
     eta = 0.25
     obj = make("lad", eta=eta, f=f)
     adv = torch.tensor([2.0, -1.0, 0.0], dtype=torch.float64)
-    lp = torch.tensor([[-1.0, -2.0], [-0.5, -0.7], [-3.0, -0.1]], dtype=torch.float64, requires_grad=True)
+    lp = torch.tensor(
+        [[-1.0, -2.0], [-0.5, -0.7], [-3.0, -0.1]], dtype=torch.float64, requires_grad=True
+    )
     loss = obj.loss_override(lp, lp.detach(), adv)
     assert loss.shape == (3, 2)
     loss.sum().backward()
@@ -426,7 +452,9 @@ def test_vpo_by_hand_with_the_same_draws():
     R = np.array(R)
     dev = R - R.sum() / 3
     expected = dev / (math.sqrt((dev**2).sum() / 2) + EPS)
-    adv = make("vpo", m=2, K=K, seed=seed).advantages(RolloutGroup([0.0, 0.0, 0.0], candidate_vectors=cv))
+    adv = make("vpo", m=2, K=K, seed=seed).advantages(
+        RolloutGroup([0.0, 0.0, 0.0], candidate_vectors=cv)
+    )
     np.testing.assert_allclose(adv, expected, atol=TOL)
 
 

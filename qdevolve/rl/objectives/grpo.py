@@ -36,7 +36,9 @@ class GRPO(ScaledObjective):
     name = "grpo"
     requires = frozenset()
 
-    def __init__(self, *, scale: str = "group", eps: float = STD_EPS, batch_std: float | None = None) -> None:
+    def __init__(
+        self, *, scale: str = "group", eps: float = STD_EPS, batch_std: float | None = None
+    ) -> None:
         super().__init__(scale=scale, eps=eps, batch_std=batch_std)
 
     def scores(self, group: RolloutGroup) -> np.ndarray:

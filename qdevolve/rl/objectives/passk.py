@@ -54,7 +54,9 @@ class PassAtK(Objective):
             )
         n, k = group.size, self.k
         if k > n:
-            raise ValueError(f"objective 'passk' has k={k} but the group has only G={n} completions")
+            raise ValueError(
+                f"objective 'passk' has k={k} but the group has only G={n} completions"
+            )
         c = int(r.sum())
         rho = 1.0 - comb(n - c, k) / comb(n, k)
         var = rho * (1.0 - rho)

@@ -82,5 +82,7 @@ class VPO(ScaledObjective):
                 "with zero vectors or set m to match"
             )
         if cv.shape[2] == 0:
-            raise ValueError("objective 'vpo' needs candidate_vectors with at least one test (T >= 1)")
+            raise ValueError(
+                "objective 'vpo' needs candidate_vectors with at least one test (T >= 1)"
+            )
         return self.set_rewards(cv, self.draw_weights(cv.shape[2]))
