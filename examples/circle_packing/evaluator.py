@@ -39,26 +39,33 @@ def validate(centers, radii):
     return None
 
 
+def _features(centers, radii):
+    """Behaviour descriptors: spread of the radii and how many circles touch the border."""
+    finite = [r for r in radii if math.isfinite(r)] or [0.0]
+    mean_r = sum(finite) / len(finite)
+    cv = statistics.pstdev(finite) / mean_r if mean_r > 0 else 0.0
+    edge = sum(1 for (x, y), r in zip(centers, radii)
+               if math.isfinite(x + y + r) and min(x - r, y - r, 1 - x - r, 1 - y - r) < 1e-3)
+    return {"radius_cv": min(cv, 1.5), "edge_fraction": edge / max(len(radii), 1)}
+
+
 def evaluate(program_path):
     module = _load(program_path)
     centers, radii, reported = module.run_packing()
     centers = [(float(x), float(y)) for x, y in centers]
     radii = [float(r) for r in radii]
     problem = validate(centers, radii)
-    total = sum(radii)
+    features = _features(centers, radii)
     if problem is not None:
-        return {"combined_score": 0.0, "validity": 0.0, "sum_radii": 0.0,
+        return {"combined_score": 0.0, "validity": 0.0, "sum_radii": 0.0, "features": features,
                 "artifacts": {"validation": problem}}
-    mean_r = total / N_CIRCLES
-    cv = statistics.pstdev(radii) / mean_r if mean_r > 0 else 0.0
-    edge = sum(1 for (x, y), r in zip(centers, radii)
-               if min(x - r, y - r, 1 - x - r, 1 - y - r) < 1e-3) / N_CIRCLES
+    total = sum(radii)
     return {
         "combined_score": total,
         "validity": 1.0,
         "sum_radii": total,
         "target_ratio": total / BEST_KNOWN,
-        "features": {"radius_cv": min(cv, 1.5), "edge_fraction": edge},
+        "features": features,
         "artifacts": {"report": f"valid packing, sum of radii {total:.6f} "
                                 f"({100 * total / BEST_KNOWN:.1f}% of the best known {BEST_KNOWN})"},
     }

@@ -27,7 +27,7 @@ import numpy as np
 
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
-from qdevolve.errors import ConfigError, EvaluationSetupError
+from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.mutation.base import Candidate, MutationContext
@@ -223,8 +223,15 @@ class Evolution:
             self.rng.bit_generator.state = state
 
     def _note_result(self, prog: Program, res: EvalResult, *, replay: bool) -> list[Any]:
+        try:
+            events = self.archive.add(prog, res)
+        except QdevolveError as exc:
+            if replay or prog.operator == "seed":
+                raise
+            # One program the archive cannot place (e.g. a missing feature) is invalid, not fatal.
+            res.status, res.error, res.score = "invalid", f"archive: {exc}", None
+            events = self.archive.add(prog, res)
         self.by_status[res.status] += 1
-        events = self.archive.add(prog, res)
         if res.status == "ok" and res.score is not None and math.isfinite(res.score):
             if self.best is None or res.score > self.best[0]:
                 self.best = (res.score, prog.id)
