@@ -116,6 +116,16 @@ def parent_ids(graph: nx.DiGraph, node: str) -> list[str]:
 
 
 # -- recursive queries -----------------------------------------------------------------------
+def _walk(c: Any, q: Any, params: dict[str, Any]) -> list[Any]:
+    """Run a recursive CTE. On PostgreSQL the walk is pinned to index nested loops: without
+    fresh statistics (a table just filled, before autovacuum's ANALYZE) the planner picks a
+    hash join that rescans all of ``edges`` on every level (seconds for a 5,000-deep chain)."""
+    if c.dialect.name == "postgresql":
+        for knob in ("enable_seqscan", "enable_hashjoin", "enable_mergejoin"):
+            c.exec_driver_sql(f"SET LOCAL {knob} = off")
+    return c.execute(q, params).all()
+
+
 def _with_depths(root: str, edges: Iterable[tuple[str, str]]) -> dict[str, int]:
     """Shortest distance from ``root`` over ``(from, to)`` edges (BFS)."""
     adj: dict[str, list[str]] = {}
@@ -164,7 +174,7 @@ def ancestry(store: LineageStore, program_id: str) -> list[dict[str, Any]]:
         )
         SELECT child_id, parent_id, position FROM up""")
     with store._connect() as c:
-        rows = c.execute(q, {"pid": pid}).all()
+        rows = _walk(c, q, {"pid": pid})
     parents: dict[str, list[tuple[int, str]]] = {}
     for child, parent, pos in rows:
         parents.setdefault(child, []).append((pos, parent))
@@ -203,7 +213,7 @@ def descendants(store: LineageStore, program_id: str,
             SELECT DISTINCT parent_id, child_id FROM down""")
         params = {"pid": pid, "maxd": max_depth}
     with store._connect() as c:
-        rows = c.execute(q, params).all()
+        rows = _walk(c, q, params)
         depth = _with_depths(pid, ((a, b) for a, b in rows))
         parents = store._parents_of(c, list(depth))
     return _sorted_rows(store, depth, parents)
