@@ -13,6 +13,8 @@ Definitions (sources in brackets):
 * D_n: distinct correct answers among n samples.
 * Answer entropy ``H = -sum_a p(a) log p(a)`` (nats) over outcomes (optionally restricted to a
   subset and renormalised) and the effective number of outcomes ``exp(H)``.
+* Jensen-Shannon distance ``sqrt(JS(p, q))`` (natural log, so in [0, sqrt(log 2)]) between
+  two distributions, e.g. the trained distribution over correct answers and the uniform one.
 * Support at threshold eps: ``{a : p(a) >= eps}``; against a base policy, retained =
   ``|S_base & S| / |S_base|``, lost = ``S_base - S``, gained = ``S - S_base`` [Wu et al. 2025,
   "The Invisible Leash", arXiv 2507.14843].
@@ -45,6 +47,7 @@ __all__ = [
     "entropy",
     "answer_entropy",
     "effective_outcomes",
+    "js_distance",
     "support",
     "SupportChange",
     "support_change",
@@ -182,6 +185,26 @@ def answer_entropy(samples: Iterable[Hashable], restrict: Iterable[bool] | None 
 def effective_outcomes(dist: Any, mask: Any = None) -> float:
     """Effective number of outcomes ``exp(H)`` (1 for a point mass, A for uniform over A)."""
     return float(np.exp(entropy(dist, mask)))
+
+
+def js_distance(p: Any, q: Any, mask: Any = None) -> float:
+    """Jensen-Shannon distance ``sqrt(JS(p, q))`` (nats) between two aligned distributions.
+
+    Both are renormalised after the optional ``mask`` restriction (as :func:`entropy`).
+    """
+    a, b = _as_probs(p, mask), _as_probs(q, mask)
+    if a.shape != b.shape:
+        raise ValueError(f"distributions differ in shape: {a.shape} vs {b.shape}")
+    if a.sum() <= 0 or b.sum() <= 0:
+        raise ValueError("js_distance needs two distributions with positive mass")
+    a, b = a / a.sum(), b / b.sum()
+    m = 0.5 * (a + b)
+
+    def kl(x: np.ndarray) -> float:
+        nz = x > 0
+        return float((x[nz] * np.log(x[nz] / m[nz])).sum())
+
+    return float(np.sqrt(max(0.5 * kl(a) + 0.5 * kl(b), 0.0)))
 
 
 def support(dist: Mapping[Hashable, float] | Any, threshold: float) -> set[Any]:

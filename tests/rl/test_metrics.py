@@ -142,3 +142,14 @@ def test_best_at_k_large_n_is_finite_and_monotone():
     assert all(a <= b + 1e-12 for a, b in zip(vals, vals[1:], strict=False))
     assert abs(vals[0] - v.mean(axis=1).mean()) < TOL
     assert abs(vals[-1] - v.mean(axis=1).max()) < TOL
+
+
+def test_js_distance_by_hand():
+    assert M.js_distance([0.5, 0.5], [0.5, 0.5]) == 0.0
+    # disjoint supports: JS = log 2
+    assert abs(M.js_distance([1.0, 0.0], [0.0, 1.0]) - math.sqrt(math.log(2))) < TOL
+    # p = [1, 0], q = [1/2, 1/2]: m = [3/4, 1/4]
+    js = 0.5 * math.log(1 / 0.75) + 0.5 * (0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25))
+    assert abs(M.js_distance([1.0, 0.0], [0.5, 0.5]) - math.sqrt(js)) < TOL
+    # restricted to the first two outcomes and renormalised
+    assert M.js_distance([0.2, 0.2, 0.6], [0.4, 0.4, 0.2], mask=[True, True, False]) == 0.0
