@@ -57,10 +57,10 @@ _NODE_COLS = ("p.id, p.run_id, p.generation, p.island, p.operator, p.policy_vers
               "ev.status, ev.score")
 
 
-def _node(row: Any) -> dict[str, Any]:
-    return {"id": row.id, "run_id": row.run_id, "generation": row.generation,
-            "island": row.island, "operator": row.operator,
-            "policy_version": row.policy_version, "status": row.status, "score": row.score}
+def _node(row: Sequence[Any]) -> dict[str, Any]:
+    pid, run_id, gen, island, op, pv, status, score = row
+    return {"id": pid, "run_id": run_id, "generation": gen, "island": island, "operator": op,
+            "policy_version": pv, "status": status, "score": score}
 
 
 def nodes(store: LineageStore, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -72,12 +72,12 @@ def nodes(store: LineageStore, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     with store._connect() as c:
         for i in range(0, len(ids), _CHUNK):
             for row in c.execute(q, {"ids": ids[i:i + _CHUNK]}):
-                out[row.id] = _node(row)
+                out[row[0]] = _node(row)
     return out
 
 
 def _resolve(store: LineageStore, program_id: str) -> str:
-    return store.get_program(program_id).id
+    return store.resolve_program_id(program_id)
 
 
 # -- the whole run ---------------------------------------------------------------------------
@@ -157,30 +157,47 @@ def _sorted_rows(store: LineageStore, depth: dict[str, int],
     return rows
 
 
+_UP = f"""
+    WITH RECURSIVE up(child_id, parent_id, position) AS (
+        SELECT e.child_id, e.parent_id, e.position FROM edges e
+        WHERE e.child_id = :pid AND {_NOT_INSPIRATION}
+        UNION
+        SELECT e.child_id, e.parent_id, e.position FROM edges e
+        JOIN up ON e.child_id = up.parent_id WHERE {_NOT_INSPIRATION}
+    )"""
+
+
 def ancestry(store: LineageStore, program_id: str) -> list[dict[str, Any]]:
     """The program (depth 0) and every ancestor, nearest first.
 
-    One recursive CTE walks ``edges`` upwards from the program; ``depth`` is the shortest
-    number of parent links. Accepts a unique id prefix.
+    One query: a recursive CTE walks ``edges`` upwards from the program and each link is
+    joined to its parent's row; ``depth`` is the shortest number of parent links (BFS over
+    the links returned). Accepts a unique id prefix.
     """
     pid = _resolve(store, program_id)
-    q = text(f"""
-        WITH RECURSIVE up(child_id, parent_id, position) AS (
-            SELECT e.child_id, e.parent_id, e.position FROM edges e
-            WHERE e.child_id = :pid AND {_NOT_INSPIRATION}
-            UNION
-            SELECT e.child_id, e.parent_id, e.position FROM edges e
-            JOIN up ON e.child_id = up.parent_id WHERE {_NOT_INSPIRATION}
-        )
-        SELECT child_id, parent_id, position FROM up""")
     with store._connect() as c:
-        rows = _walk(c, q, {"pid": pid})
+        found = _walk(c, text(
+            f"{_UP} SELECT up.child_id, up.position, {_NODE_COLS} FROM up "
+            f"JOIN programs p ON p.id = up.parent_id LEFT JOIN evaluations ev ON {_LATEST} "
+            f"UNION ALL SELECT NULL, 0, {_NODE_COLS} FROM programs p "
+            f"LEFT JOIN evaluations ev ON {_LATEST} WHERE p.id = :pid"), {"pid": pid})
+    attrs: dict[str, Sequence[Any]] = {}
     parents: dict[str, list[tuple[int, str]]] = {}
-    for child, parent, pos in rows:
-        parents.setdefault(child, []).append((pos, parent))
-    ordered = {k: [p for _, p in sorted(v)] for k, v in parents.items()}
-    depth = _with_depths(pid, ((child, parent) for child, parent, _ in rows))
-    return _sorted_rows(store, depth, ordered)
+    links = []
+    for row in found:
+        node = row[2]
+        attrs[node] = row[2:]
+        if row[0] is not None:
+            parents.setdefault(row[0], []).append((row[1], node))
+            links.append((row[0], node))
+    depth = _with_depths(pid, links)
+    out = []
+    for node, d in depth.items():  # breadth-first: depths never decrease
+        item = _node(attrs[node])
+        item["depth"] = d
+        item["parent_ids"] = [q for _, q in sorted(parents.get(node, ()))]
+        out.append(item)
+    return out
 
 
 def descendants(store: LineageStore, program_id: str,

@@ -422,6 +422,20 @@ class LineageStore:
                 out.setdefault(child, []).append(parent)
         return out
 
+    def resolve_program_id(self, program_id: str) -> str:
+        """The full id of a program given its id or a unique prefix."""
+        pr = S.programs
+        with self._connect() as c:
+            if c.execute(select(pr.c.id).where(pr.c.id == program_id)).first():
+                return program_id
+            ids = c.execute(select(pr.c.id).where(pr.c.id.startswith(program_id, autoescape=True))
+                            .limit(2)).scalars().all()
+        if not ids:
+            raise DatabaseError(f"{self.target}: no program with id {program_id!r}")
+        if len(ids) > 1:
+            raise DatabaseError(f"{self.target}: program id prefix {program_id!r} is ambiguous")
+        return ids[0]
+
     def get_program(self, program_id: str) -> Program:
         with self._connect() as c:
             rows = c.execute(select(S.programs).where(S.programs.c.id == program_id)).all()

@@ -1,0 +1,133 @@
+"""Lineage-store benchmark: batched inserts, deep ancestry, the run graph and its exports.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_store.py                 # print the table
+    .venv/bin/python benchmarks/bench_store.py --out benchmarks/results/store.md
+
+Goals (issue 2): insert >= 20,000 programs/s (each with its parent edge and an evaluation,
+batched); ancestry of a 5,000-deep chain < 50 ms; networkx graph of a 100,000-program run
+< 3 s; GraphML export of it < 10 s. Programs are built before the clock starts, so the
+insert figure is the store's cost (row building, JSON, SQL), not ``Program``'s hashing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from qdevolve.db import lineage as L
+from qdevolve.db.store import LineageStore
+from qdevolve.types import EvalResult, Program
+
+
+def build_programs(run_id: str, n: int, seed: int = 0) -> tuple[list[Program], list[EvalResult]]:
+    rng = random.Random(seed)
+    progs: list[Program] = []
+    for i in range(n):
+        parents = (progs[rng.randrange(len(progs))].id,) if progs else ()
+        progs.append(Program(code=f"def solve(x):\n    return x * {i} + {rng.random():.6f}\n",
+                             run_id=run_id, parent_ids=parents, generation=0 if not parents else 1,
+                             operator="diff" if parents else "seed", island=i % 4,
+                             policy_version=i // 1000, prompt_hash=f"{i:032x}"))
+    results = [EvalResult(score=rng.random(), metrics={"combined_score": 0.5, "time": 0.01},
+                          features={"len": float(i % 100)}, runtime_s=0.1) for i in range(n)]
+    return progs, results
+
+
+def bench(n: int, batch: int, chain: int, workdir: Path) -> list[tuple[str, str, str, str]]:
+    rows = []
+    store = LineageStore(workdir / "bench.sqlite", create=True)
+    rid = store.create_run(name="bench")
+    progs, results = build_programs(rid, n)
+    t = time.perf_counter()
+    for i in range(0, n, batch):
+        store.write(programs=progs[i:i + batch],
+                    evaluations=[(p.id, r) for p, r in zip(progs[i:i + batch], results[i:i + batch], strict=True)])
+    ins = time.perf_counter() - t
+    rows.append((f"insert {n:,} programs + edges + evaluations (batches of {batch:,})",
+                 f"{n / ins:,.0f} programs/s", ">= 20,000 programs/s", f"{ins:.2f} s total"))
+
+    crid = store.create_run(name="chain")
+    cprogs, prev = [], ()
+    for i in range(chain):
+        p = Program(code=f"v = {i}\n", run_id=crid, parent_ids=prev, generation=i)
+        cprogs.append(p)
+        prev = (p.id,)
+    store.write(programs=cprogs)
+    times = []
+    for _ in range(7):
+        t = time.perf_counter()
+        got = L.ancestry(store, cprogs[-1].id)
+        times.append(time.perf_counter() - t)
+    assert len(got) == chain
+    rows.append((f"ancestry of a {chain:,}-deep chain (recursive CTE, median of 7)",
+                 f"{statistics.median(times) * 1000:.1f} ms", "< 50 ms", f"min {min(times) * 1000:.1f} ms"))
+
+    t = time.perf_counter()
+    g = L.run_graph(store, rid)
+    gt = time.perf_counter() - t
+    rows.append((f"networkx DiGraph of the {n:,}-program run", f"{gt:.2f} s", "< 3 s",
+                 f"{g.number_of_nodes():,} nodes, {g.number_of_edges():,} edges"))
+    for fmt, goal in (("graphml", "< 10 s"), ("json", "-"), ("dot", "-")):
+        out = workdir / f"run.{fmt}"
+        t = time.perf_counter()
+        L.export(g, out, fmt)
+        et = time.perf_counter() - t
+        rows.append((f"export {fmt} of the {n:,}-program run", f"{et:.2f} s", goal,
+                     f"{out.stat().st_size / 1e6:.1f} MB"))
+    store.close()
+
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "lineage", "tree", "--db",
+                           str(workdir / "bench.sqlite"), "--run", rid, "--depth", "3", "--top", "5"],
+                          capture_output=True, text=True, check=True)
+    tt = time.perf_counter() - t
+    rows.append((f"`qdevolve lineage tree --depth 3 --top 5` on the {n:,}-program run (process)",
+                 f"{tt:.2f} s", "-", f"{len(proc.stdout.splitlines())} lines"))
+    return rows
+
+
+def table(rows: list[tuple[str, str, str, str]]) -> str:
+    lines = ["| measurement | result | goal | notes |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=100_000, help="programs in the big run")
+    ap.add_argument("--batch", type=int, default=5_000, help="programs per write() transaction")
+    ap.add_argument("--chain", type=int, default=5_000, help="depth of the ancestry chain")
+    ap.add_argument("--out", type=Path, default=None, help="also write a markdown report here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="qdevolve-bench-") as d:
+        rows = bench(args.n, args.batch, args.chain, Path(d))
+    text = table(rows)
+    print(text)
+    if args.out:
+        cmd = "python benchmarks/bench_store.py " + " ".join(sys.argv[1:])
+        machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
+        try:
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        except OSError:
+            load = "?"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            f"# Lineage store benchmark\n\n{text}\n\n"
+            f"- command: `{cmd}`\n- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
+            f"- machine: {machine}; load average at the end {load} (shared machine)\n"
+            f"- SQLite {__import__('sqlite3').sqlite_version}, WAL, synchronous=NORMAL\n")
+
+
+if __name__ == "__main__":
+    main()
