@@ -256,6 +256,14 @@ class Evolution:
         island = iteration % n_islands if n_islands > 1 else None
         n_par = int(getattr(op, "n_parents", 1) or 1)
         elites = self.archive.sample(self.rng, self.selection, island=island, n=n_par)
+        if n_par > 1:
+            elites = self._distinct_parents(elites, island)
+            if len(elites) < n_par:  # too few programs to cross yet: use a one-parent operator
+                singles = [i for i, o in enumerate(self.operators) if int(getattr(o, "n_parents", 1) or 1) == 1]
+                if singles:
+                    w = self.weights[singles] / self.weights[singles].sum()
+                    op = self.operators[singles[int(self.rng.choice(len(singles), p=w))]]
+                elites = elites[:1]
         parent, parent_res = self._lookup(elites[0].program_id)
         others = [self._lookup(e.program_id) for e in elites[1:]]
         insp_cfg = self.config.inspirations
@@ -269,6 +277,29 @@ class Evolution:
                               island=island if island is not None else parent.island,
                               n=self.config.children_per_parent, settings=self._prompt_settings())
         return op, ctx, parent
+
+    def _distinct_parents(self, elites: list[Any], island: int | None) -> list[Any]:
+        """Parents with distinct programs: redraw duplicates, then any other elite at random."""
+        out, seen = [], set()
+        for e in elites:
+            if e.program_id not in seen:
+                out.append(e)
+                seen.add(e.program_id)
+        want = len(elites)
+        for _ in range(4):
+            if len(out) >= want:
+                break
+            for e in self.archive.sample(self.rng, self.selection, island=island, n=want - len(out)):
+                if e.program_id not in seen:
+                    out.append(e)
+                    seen.add(e.program_id)
+        if len(out) < want:
+            others = [e for e in self.archive.elites() if e.program_id not in seen]
+            while others and len(out) < want:
+                e = others.pop(int(self.rng.integers(len(others))))
+                out.append(e)
+                seen.add(e.program_id)
+        return out
 
     def _prompt_settings(self) -> dict[str, Any]:
         s = dict(self.config.prompt)
@@ -284,8 +315,9 @@ class Evolution:
                              "model": comp.model}
         if cand.code is None:
             meta.update(failed_mutation=True, reason=cand.error)
+        parent_ids = tuple(dict.fromkeys(cand.parent_ids)) or (parent.id,)
         return Program(code=cand.code if cand.code is not None else "", run_id=self.run_id,
-                       parent_ids=tuple(cand.parent_ids) or (parent.id,), generation=1 + max(gens),
+                       parent_ids=parent_ids, generation=1 + max(gens),
                        island=ctx.island, operator=cand.operator or op.name, prompt_hash=cand.prompt_hash,
                        policy_version=getattr(comp, "policy_version", None) if comp is not None else None,
                        metadata=meta)
