@@ -1,0 +1,198 @@
+"""``qdevolve archive stats|plot``: a run's archive, rebuilt from its database.
+
+Both commands open the store, take the run's archive spec from its stored config
+(``config["archive"]``, default ``{"type": "map_elites"}``), load the run's recorded plugin
+files that still exist, and replay ``add`` over every evaluated program in stored order
+(:func:`qdevolve.archive.replay.replay`), so what they show is exactly the archive the
+engine had.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from qdevolve import registry
+from qdevolve.archive.replay import Replay, replay
+from qdevolve.db.store import LineageStore, open_store
+from qdevolve.errors import ConfigError
+
+__all__ = ["archive", "rebuild"]
+
+DB_HELP = "Lineage database: a .sqlite path or a SQLAlchemy URL."
+RUN_HELP = "Run id or unique prefix (default: the latest run)."
+
+
+def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tuple[dict[str, Any], Replay]:
+    """The run row and its replayed archive, with about ``points`` history points."""
+    run = store.get_run(store.resolve_run(run_id))
+    spec = (run.get("config") or {}).get("archive") or {"type": "map_elites"}
+    for pf in store.plugin_files(run["id"]):
+        if Path(pf["path"]).is_file():
+            registry.load_plugin_file(pf["path"])
+    n_eval = store.count_evaluations(run["id"])
+    every = max(1, math.ceil(n_eval / max(points, 1)))
+    return run, replay(spec, store.iter_programs(run["id"]), record_every=every)
+
+
+def _fmt(v: Any, digits: int = 6) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _summary(run: dict[str, Any], rep: Replay) -> dict[str, Any]:
+    stats = rep.archive.stats()
+    return {
+        "run_id": run["id"],
+        "run_name": run.get("name"),
+        "archive_spec": (run.get("config") or {}).get("archive") or {"type": "map_elites"},
+        "programs": rep.programs,
+        "evaluations": rep.evaluated,
+        "unevaluated": rep.programs - rep.evaluated,
+        "by_status": dict(sorted(rep.by_status.items())),
+        "events": dict(sorted(rep.events.items())),
+        "stats": stats,
+    }
+
+
+@click.group()
+def archive() -> None:
+    """Archive statistics and plots (the archive is rebuilt from the database)."""
+
+
+@archive.command("stats")
+@click.option("--db", "db", required=True, help=DB_HELP)
+@click.option("--run", "run_id", default=None, help=RUN_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
+    """QD-score, coverage, best score, size, per-island stats and evaluations by status."""
+    with open_store(db) as store:
+        run, rep = rebuild(store, run_id, points=1)
+    summary = _summary(run, rep)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=float))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    s = summary["stats"]
+    console = Console(width=max(100, Console().width))
+    t = Table(title=f"archive of run {run['id'][:12]} ({run.get('name')}) in {db}", title_justify="left",
+              show_header=False)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    rows = [
+        ("archive", json.dumps(summary["archive_spec"])),
+        ("programs", _fmt(rep.programs)),
+        ("evaluations", _fmt(rep.evaluated)),
+        ("by status", ", ".join(f"{k} {v}" for k, v in summary["by_status"].items()) or "-"),
+        ("unevaluated", _fmt(summary["unevaluated"])),
+        ("elites (size)", _fmt(s["size"])),
+        ("cells", _fmt(s.get("cells"))),
+        ("coverage", f"{100 * s['coverage']:.2f} %"),
+        (f"QD-score (offset {_fmt(s.get('qd_offset', 0.0))})", _fmt(s["qd_score"])),
+        ("best score", _fmt(s["best_score"])),
+        ("best program", _fmt(s["best_program_id"])),
+    ]
+    if "migrations" in s:
+        rows.append(("migrations", _fmt(s["migrations"])))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+    if s.get("islands"):
+        it = Table(title="islands", title_justify="left")
+        for col in ("island", "size", "coverage", "QD-score", "best score", "best program", "offered"):
+            it.add_column(col, justify="left" if col == "best program" else "right")
+        for isl in s["islands"]:
+            it.add_row(str(isl["island"]), str(isl["size"]), f"{100 * isl['coverage']:.2f} %",
+                       _fmt(isl["qd_score"]), _fmt(isl["best_score"]),
+                       (isl["best_program_id"] or "-")[:12], str(isl.get("offered", "-")))
+        console.print(it)
+
+
+def _grid_matrix(arc: Any) -> tuple[Any, list[str]] | None:
+    """Best score per cell of a 2-D grid (merged over islands), or ``None``."""
+    import numpy as np
+
+    inner = getattr(arc, "islands", None) or [arc]
+    first = inner[0]
+    bins = getattr(first, "bins", None)
+    if bins is None or getattr(first, "centroids", None) is not None or len(first.feature_dimensions) != 2:
+        return None
+    b = [int(x) for x in bins]
+    mat = np.full((b[1], b[0]), np.nan)
+    for a in inner:
+        for e in a.elites():
+            if not e.cell or "," not in e.cell:
+                continue
+            i, j = (int(x) for x in e.cell.split(","))
+            if np.isnan(mat[j, i]) or e.score > mat[j, i]:
+                mat[j, i] = e.score
+    return mat, list(first.feature_dimensions)
+
+
+@archive.command("plot")
+@click.option("--db", "db", required=True, help=DB_HELP)
+@click.option("--run", "run_id", default=None, help=RUN_HELP)
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output image (.png).")
+def plot_cmd(db: str, run_id: str | None, out: str) -> None:
+    """Heatmap of a 2-D grid (best score per cell) plus best and QD-score per evaluation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open_store(db) as store:
+        run, rep = rebuild(store, run_id)
+    arc = rep.archive
+    fig, (ax_map, ax_hist) = plt.subplots(1, 2, figsize=(12, 5))
+    grid = _grid_matrix(arc)
+    if grid is not None:
+        mat, names = grid
+        im = ax_map.imshow(mat, origin="lower", aspect="auto", cmap="viridis")
+        fig.colorbar(im, ax=ax_map, label="best score")
+        ax_map.set_xlabel(f"{names[0]} (bin)")
+        ax_map.set_ylabel(f"{names[1]} (bin)")
+        ax_map.set_title("best score per cell")
+    else:
+        elites = arc.elites()
+        dims = sorted(set.intersection(*(set(e.features) for e in elites))) if elites else []
+        if len(dims) >= 2:
+            xs = [e.features[dims[0]] for e in elites]
+            ys = [e.features[dims[1]] for e in elites]
+            sc = ax_map.scatter(xs, ys, c=[e.score for e in elites], cmap="viridis", s=18)
+            fig.colorbar(sc, ax=ax_map, label="score")
+            ax_map.set_xlabel(dims[0])
+            ax_map.set_ylabel(dims[1])
+            ax_map.set_title(f"elites ({arc.stats()['archive']})")
+        else:
+            ax_map.text(0.5, 0.5, "no 2-D features to map", ha="center", va="center")
+            ax_map.set_axis_off()
+    hist = [h for h in rep.history if h["best_score"] is not None]
+    if hist:
+        x = [h["evaluations"] for h in hist]
+        ax_hist.plot(x, [h["best_score"] for h in hist], color="tab:blue", label="best score")
+        ax_hist.set_xlabel("evaluations")
+        ax_hist.set_ylabel("best score", color="tab:blue")
+        ax_qd = ax_hist.twinx()
+        ax_qd.plot(x, [h["qd_score"] for h in hist], color="tab:orange", label="QD-score")
+        ax_qd.set_ylabel("QD-score", color="tab:orange")
+        ax_hist.set_title("progress")
+    else:
+        ax_hist.text(0.5, 0.5, "no admitted program yet", ha="center", va="center")
+        ax_hist.set_axis_off()
+    fig.suptitle(f"run {run['id'][:12]} ({run.get('name')})")
+    fig.tight_layout()
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {path.parent} does not exist")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    click.echo(f"wrote {path}")
