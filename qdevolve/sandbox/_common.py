@@ -26,6 +26,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from qdevolve.sandbox.limits import SandboxLimits, render_rlimits
 from qdevolve.types import Program
 
 __all__ = ["Staging", "RunDir", "Captured", "run_bounded", "sandbox_python", "UidPool",
-           "world_accessible", "site_packages"]
+           "world_accessible", "site_packages", "sandbox_processes"]
 
 RUNNER_SOURCE = Path(_runner_mod.__file__)
 _LANG_EXT = {"python": ".py"}
@@ -84,11 +85,35 @@ def site_packages() -> list[str]:
     return sorted(p for p in paths if os.path.isdir(p) and world_accessible(p))
 
 
+def sandbox_processes(uids: Iterable[int], *, zombies: bool = False) -> list[int]:
+    """Pids on the host whose real uid is one of ``uids`` (zombies only if asked: an orphan
+    the host's init has not reaped yet holds no resources)."""
+    wanted = set(uids)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                state = ""
+                for line in fh:
+                    if line.startswith("State:"):
+                        state = line.split()[1]
+                    elif line.startswith("Uid:"):
+                        if int(line.split()[1]) in wanted and (zombies or state != "Z"):
+                            found.append(int(entry))
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 class UidPool:
     """Hands out one sandbox uid per concurrent evaluation (RLIMIT_NPROC is per uid)."""
 
     def __init__(self, base: int, size: int) -> None:
-        self._free = list(range(base, base + size))
+        self.all = range(base, base + size)
+        self._free = list(self.all)
         self._cv = threading.Condition()
 
     def acquire(self) -> int:
@@ -221,14 +246,17 @@ class _Tail:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group; never ``proc.kill()``: it polls and could reap the child
+    behind :func:`os.wait4`'s back."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
+    if proc.returncode is None:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def run_bounded(argv: list[str], *, env: dict[str, str], wall_s: float, cap: int,

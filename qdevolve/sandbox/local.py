@@ -22,7 +22,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qdevolve import registry
-from qdevolve.sandbox._common import Staging, UidPool, run_bounded, sandbox_python, site_packages
+from qdevolve.sandbox._common import (
+    Staging,
+    UidPool,
+    run_bounded,
+    sandbox_processes,
+    sandbox_python,
+    site_packages,
+)
 from qdevolve.sandbox.evaluator import build_result, read_record
 from qdevolve.sandbox.limits import SandboxLimits, render_env, render_local_argv
 from qdevolve.sandbox.status import Outcome
@@ -42,6 +49,28 @@ def userns_available() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return r.returncode == 0
+
+
+def _sweep(uid: int, grace_s: float = 2.0) -> None:
+    """Wait for the dedicated ``uid``'s processes to vanish (a pid namespace is torn down
+    asynchronously), then SIGKILL any survivor by pid, before the uid is handed out again."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        pids = sandbox_processes([uid])
+        if not pids:
+            return
+        if time.monotonic() > deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            log.warning("sandbox uid %d: killed %d surviving process(es)", uid, len(pids))
+            return
+        time.sleep(0.01)
 
 
 class ProcessSandbox:
@@ -113,6 +142,7 @@ class ProcessSandbox:
             if run is not None:
                 self.staging.remove_run(run)
             if uid is not None and self.uids is not None:
+                _sweep(uid)
                 self.uids.release(uid)
 
     def close(self) -> None:

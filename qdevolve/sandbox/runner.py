@@ -238,7 +238,31 @@ def _run_evaluator(module, program: str, thresholds) -> dict:
     return merged
 
 
+def _init_and_wait() -> None:
+    """As pid 1 of a fresh pid namespace: fork, reap every orphan, exit like the child.
+
+    A namespace init ignores signals it has no handler for (SIGXCPU, even the kernel's CPU
+    SIGKILL), so the evaluation must not run as pid 1. Exit status: the child's, or 128 + N.
+    """
+    child = os.fork()
+    if child == 0:
+        return
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
 def main(argv: list) -> None:
+    if os.getpid() == 1:
+        _init_and_wait()
+    me = os.getpid()
     run_path = argv[1]
     with open(run_path) as fh:
         cfg = json.load(fh)
@@ -269,6 +293,8 @@ def main(argv: list) -> None:
         tb = traceback.format_exc()[-MAX_ARTIFACT_CHARS:]
         body = {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"),
                 "artifacts": {"traceback": tb}}
+    if os.getpid() != me:  # a forked copy of the runner (the candidate forked): no record
+        os._exit(1)
     body["nonce"] = nonce
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})

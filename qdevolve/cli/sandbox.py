@@ -1,0 +1,129 @@
+"""``qdevolve sandbox exec|check``: run one program in a sandbox; check a sandbox against attacks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from qdevolve.errors import ConfigError, EvaluationSetupError
+
+__all__ = ["sandbox"]
+
+_BACKENDS = ("auto", "local", "bwrap", "docker")
+
+
+def _make(backend: str, warm: bool, image: str | None):
+    from qdevolve import registry
+    from qdevolve.sandbox import best_available
+
+    name = best_available() if backend == "auto" else backend
+    spec: dict = {"type": name}
+    if name == "docker":
+        spec["warm"] = warm
+        if image:
+            spec["image"] = image
+    return name, registry.sandbox.create(spec)
+
+
+@click.group("sandbox")
+def sandbox() -> None:
+    """Run programs in a sandbox; check a sandbox against the attack catalogue."""
+
+
+@sandbox.command("exec")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--evaluator", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="evaluator.py defining evaluate(program_path); default: run PROGRAM as __main__, score 1.0 on a clean exit.")
+@click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True,
+              help="Sandbox backend (auto: bwrap where it works, else local).")
+@click.option("--wall-s", type=float, default=None, help="Wall-clock limit in seconds (default 30).")
+@click.option("--cpu-s", type=float, default=None, help="CPU-time limit in seconds (default 30).")
+@click.option("--memory-mb", type=int, default=None, help="Memory limit in MiB (default 1024).")
+@click.option("--cascade", default=None, help="Cascade thresholds, comma-separated (e.g. 0.5,0.8).")
+@click.option("--warm/--no-warm", default=False, help="docker: reuse a warm container.")
+@click.option("--image", default=None, help="docker: image name.")
+@click.option("--json", "as_json", is_flag=True, help="Print the EvalResult as JSON.")
+def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | None,
+          cpu_s: float | None, memory_mb: int | None, cascade: str | None, warm: bool,
+          image: str | None, as_json: bool) -> None:
+    """Evaluate PROGRAM in a sandbox and print the EvalResult."""
+    from qdevolve.sandbox import SandboxLimits, check_evaluator
+    from qdevolve.types import Program
+
+    if not program.is_file():
+        raise EvaluationSetupError(f"program {program} does not exist")
+    if evaluator is not None:
+        check_evaluator(evaluator)
+    changes = {k: v for k, v in (("wall_s", wall_s), ("cpu_s", cpu_s), ("memory_mb", memory_mb)) if v is not None}
+    try:
+        limits = SandboxLimits(**changes)
+        thresholds = None if cascade is None else [float(x) for x in cascade.split(",") if x.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"sandbox exec: {exc}") from exc
+    name, box = _make(backend, warm, image)
+    try:
+        result = box.evaluate(Program(code=program.read_text(encoding="utf-8")), evaluator, limits,
+                              cascade_thresholds=thresholds)
+    finally:
+        box.close()
+    if as_json:
+        click.echo(json.dumps({"backend": name, **result.to_dict()}, indent=2))
+    else:
+        click.echo(f"backend:  {name}")
+        click.echo(f"status:   {result.status}")
+        click.echo(f"score:    {result.score}")
+        if result.error:
+            click.echo(f"error:    {result.error}")
+        click.echo(f"runtime:  {result.runtime_s:.3f} s")
+        for k, v in sorted(result.metrics.items()):
+            click.echo(f"metric    {k} = {v}")
+        for k, v in sorted(result.artifacts.items()):
+            tail = v if len(v) <= 2000 else "..." + v[-2000:]
+            click.echo(f"--- {k} ---\n{tail.rstrip()}")
+    sys.exit(0 if result.ok else 1)
+
+
+@sandbox.command("check")
+@click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True)
+@click.option("--warm/--no-warm", default=False, help="docker: reuse a warm container.")
+@click.option("--image", default=None, help="docker: image name.")
+@click.option("--only", default=None, help="Comma-separated attack names (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def check(backend: str, warm: bool, image: str | None, only: str | None, as_json: bool) -> None:
+    """Run the built-in attack catalogue; exit status 1 if any row fails."""
+    from qdevolve.sandbox.attacks import ATTACKS, run_catalogue
+
+    attacks = ATTACKS
+    if only:
+        wanted = {x.strip() for x in only.split(",") if x.strip()}
+        unknown = wanted - {a.name for a in ATTACKS}
+        if unknown:
+            raise ConfigError(f"unknown attack(s) {', '.join(sorted(unknown))}; known: "
+                              f"{', '.join(a.name for a in ATTACKS)}")
+        attacks = tuple(a for a in ATTACKS if a.name in wanted)
+    name, box = _make(backend, warm, image)
+
+    def show(row) -> None:
+        if not as_json:
+            mark = "PASS" if row.passed else "FAIL"
+            click.echo(f"{row.attack:<22} {row.expected:<22} {row.got:<8} {row.seconds:6.2f}  {mark}"
+                       + ("" if row.passed else "  " + "; ".join(row.failures)))
+
+    if not as_json:
+        click.echo(f"backend: {name}")
+        click.echo(f"{'attack':<22} {'expected':<22} {'got':<8} {'seconds':>6}")
+    try:
+        rows = run_catalogue(box, attacks=attacks, on_row=show)
+    finally:
+        box.close()
+    failed = [r for r in rows if not r.passed]
+    if as_json:
+        click.echo(json.dumps({"backend": name, "rows": [
+            {"attack": r.attack, "expected": r.expected, "got": r.got, "seconds": round(r.seconds, 3),
+             "passed": r.passed, "failures": r.failures} for r in rows]}, indent=2))
+    else:
+        click.echo(f"{len(rows) - len(failed)}/{len(rows)} passed")
+    sys.exit(1 if failed else 0)
