@@ -1,0 +1,152 @@
+"""What the LLM operators share: ask the backend, turn each reply into a :class:`Candidate`.
+
+:class:`LLMMutation` builds the prompt (:func:`qdevolve.prompts.build_prompt`), sends one
+:class:`GenerationRequest` with ``n = context.n`` and parses every completion with the
+subclass's :meth:`LLMMutation.parse`. Nothing the model or the server does raises: a failed
+request, an empty or oversized reply, a reply that does not parse, edits outside the
+EVOLVE-BLOCK regions or a child that is not valid Python all become a candidate with
+``code=None``, the reason in ``error`` and the reply in ``raw``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.mutation.base import Candidate, MutationContext
+from qdevolve.prompts import build_prompt, prompt_hash
+from qdevolve.types import Program, new_id
+
+__all__ = ["LLMMutation", "ParseError", "extract_code_blocks", "check_syntax"]
+
+_FENCE = re.compile(r"```[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+class ParseError(Exception):
+    """The reply cannot be turned into a child; the message is the stored reason."""
+
+
+def extract_code_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, code)`` of every fenced block; an unclosed final fence runs to the end."""
+    return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+
+
+def check_syntax(code: str, language: str) -> None:
+    """Raise :class:`ParseError` with the SyntaxError when Python ``code`` does not parse."""
+    if language != "python":
+        return
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        raise ParseError(f"child does not parse: SyntaxError: {exc.msg} (line {exc.lineno})") from None
+    except ValueError as exc:  # e.g. NUL bytes
+        raise ParseError(f"child does not parse: {exc}") from None
+
+
+class LLMMutation:
+    """Base of ``diff``, ``rewrite`` and ``crossover``.
+
+    Args:
+        temperature, top_p, max_tokens: Sampling settings for the request (``None``: the
+            request defaults; a backend's own settings may override them).
+        max_reply_chars: Longer replies are failed candidates (a runaway model).
+        settings: Prompt settings merged under ``context.settings``.
+    """
+
+    name = "llm"
+    edit_format = "diff"
+    n_parents = 1
+    needs_backend = True
+
+    def __init__(
+        self,
+        *,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        max_reply_chars: int = 200_000,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        if max_reply_chars <= 0:
+            raise ValueError(f"max_reply_chars must be > 0, got {max_reply_chars}")
+        self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
+        self.max_reply_chars = max_reply_chars
+        self.settings = dict(settings or {})
+
+    # -- to implement --------------------------------------------------------------------
+    def parse(self, reply: str, parent: Program, others: list[Program]) -> tuple[str, dict[str, Any]]:
+        """The child's full code and metadata from ``reply``; raise :class:`ParseError`."""
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------
+    def parent_ids(self, parent: Program, others: list[Program]) -> tuple[str, ...]:
+        return (parent.id,)
+
+    def messages(self, parent: Program, context: MutationContext) -> list[dict[str, str]]:
+        settings = {**self.settings, **(context.settings or {})}
+        return build_prompt(
+            parent,
+            context.parent_result,
+            list(context.inspirations),
+            edit_format=self.edit_format,  # type: ignore[arg-type]
+            settings=settings,
+            other_parents=list(context.other_parents) if self.n_parents > 1 else None,
+        )
+
+    def _failed(self, parent: Program, others: list[Program], reason: str, **kw: Any) -> Candidate:
+        return Candidate(code=None, operator=self.name, parent_ids=self.parent_ids(parent, others), error=reason, **kw)
+
+    async def propose(self, parent: Program, context: MutationContext, backend: Any) -> list[Candidate]:
+        """``context.n`` candidates for ``parent`` from one prompt (one group id)."""
+        n = max(1, int(context.n))
+        others = [p for p, _ in context.other_parents[: self.n_parents - 1]]
+        if len(others) < self.n_parents - 1:
+            reason = f"{self.name} needs {self.n_parents} parents; context.other_parents has {len(others)}"
+            return [self._failed(parent, others, reason) for _ in range(n)]
+        messages = self.messages(parent, context)
+        phash = prompt_hash(messages)
+        req = GenerationRequest(
+            messages=messages,
+            n=n,
+            seed=int(context.rng.integers(0, 2**31 - 1)),
+            metadata={"parent_id": parent.id, "operator": self.name, "iteration": context.iteration},
+        )
+        for key in ("temperature", "top_p", "max_tokens"):
+            if getattr(self, key) is not None:
+                setattr(req, key, getattr(self, key))
+        prompt_text = req.text()
+        group = new_id()
+        common = {"prompt": prompt_text, "prompt_hash": phash, "group_id": group}
+        try:
+            results = await backend.generate([req])
+            completions: list[Completion] = list(results[0]) if results else []
+        except Exception as exc:  # a backend that raises must not stop the run
+            reason = f"backend error: {type(exc).__name__}: {exc}"
+            return [self._failed(parent, others, reason, **common) for _ in range(n)]
+        if not completions:
+            return [self._failed(parent, others, "backend returned no completions", **common)]
+        return [self._candidate(parent, others, c, common) for c in completions]
+
+    def _candidate(self, parent: Program, others: list[Program], comp: Completion, common: dict[str, Any]) -> Candidate:
+        text = comp.text or ""
+        meta: dict[str, Any] = {"model": comp.model, "finish_reason": comp.finish_reason}
+        kw = {**common, "completion": comp, "raw": text, "metadata": meta}
+        if comp.error:
+            return self._failed(parent, others, f"generation failed: {comp.error}", **kw)
+        if not text.strip():
+            return self._failed(parent, others, "empty reply", **kw)
+        if len(text) > self.max_reply_chars:
+            reason = f"reply too long: {len(text)} characters > max_reply_chars={self.max_reply_chars}"
+            return self._failed(parent, others, reason, **kw)
+        try:
+            code, extra = self.parse(text, parent, others)
+            check_syntax(code, parent.language)
+        except ParseError as exc:
+            reason = str(exc)
+            if comp.finish_reason == "length":
+                reason += " (the reply was cut off at max_tokens)"
+            return self._failed(parent, others, reason, **kw)
+        meta.update(extra)
+        return Candidate(code=code, operator=self.name, parent_ids=self.parent_ids(parent, others), **kw)

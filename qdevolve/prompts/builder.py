@@ -1,0 +1,199 @@
+"""Build the chat messages that ask a model for a child program.
+
+A prompt is two messages: the *system message* (the role and the rules) and a *user
+message* rendered from a template for the edit format (``diff``, ``rewrite``,
+``crossover``) with these placeholders:
+
+``{language}``, ``{current_program}``, ``{metrics}``, ``{fitness_score}``, ``{artifacts}``
+(stderr, tracebacks and evaluator feedback of the parent's evaluation, ANSI-stripped,
+secret-looking strings redacted, each truncated to ``max_artifact_chars``),
+``{evolution_history}`` (inspirations: other archive programs with their scores),
+``{second_program}`` / ``{second_metrics}`` (crossover). Unknown placeholders render empty,
+so OpenEvolve template directories (``diff_user.txt``, ``full_rewrite_user.txt``,
+``system_message.txt``) can be reused.
+
+Templates are looked up, first match wins, in ``settings["templates"][name]`` (text),
+``settings["template_dir"]/<name>.txt``, ``settings["example_dir"]/prompts/<name>.txt``, and
+the defaults shipped in ``qdevolve/prompts/templates``. ``settings["system_message"]``
+(text) overrides the system template.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from qdevolve.errors import ConfigError
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["build_prompt", "prompt_hash", "load_template", "render_artifacts", "truncate_middle", "TEMPLATE_NAMES"]
+
+EditFormat = Literal["diff", "rewrite", "crossover"]
+TEMPLATE_NAMES: dict[str, str] = {"diff": "diff_user", "rewrite": "full_rewrite_user", "crossover": "crossover_user"}
+_DEFAULTS = Path(__file__).parent / "templates"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_SECRETS = [
+    re.compile(r"(?i)\b(api[_-]?key|token|secret|password|authorization)(\s*[:=]\s*)(\S+)"),
+    re.compile(r"\b(sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,}\b"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{12,}=*"),
+]
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def load_template(name: str, settings: dict[str, Any]) -> str:
+    """The text of template ``name`` (without ``.txt``), honouring the overrides."""
+    inline = (settings.get("templates") or {}).get(name)
+    if inline is not None:
+        return str(inline)
+    dirs = []
+    if settings.get("template_dir"):
+        dirs.append(Path(settings["template_dir"]))
+    if settings.get("example_dir"):
+        dirs.append(Path(settings["example_dir"]) / "prompts")
+    dirs.append(_DEFAULTS)
+    for d in dirs:
+        f = d / f"{name}.txt"
+        if f.is_file():
+            return f.read_text(encoding="utf-8")
+    raise ConfigError(f"prompt template '{name}.txt' not found in {', '.join(map(str, dirs))}")
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping 1/4 head and 3/4 tail.
+
+    The tail is kept longer because a traceback's last lines name the error.
+    """
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head, tail = limit // 4, limit - limit // 4
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n... [{cut} characters truncated] ...\n{text[len(text) - tail:]}"
+
+
+def _clean(text: str, redact: bool) -> str:
+    text = _ANSI.sub("", text)
+    if redact:
+        text = _SECRETS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED]", text)
+        for rx in _SECRETS[1:]:
+            text = rx.sub("[REDACTED]", text)
+    return text
+
+
+def render_artifacts(result: EvalResult | None, settings: dict[str, Any]) -> str:
+    """The parent's evaluation feedback as a prompt section ('' when there is none)."""
+    if result is None or not settings.get("include_artifacts", True):
+        return ""
+    limit = int(settings.get("max_artifact_chars", 2000))
+    items = [(k, v) for k, v in sorted(result.artifacts.items()) if str(v).strip()]
+    items = items[: int(settings.get("max_artifacts", 8))]
+    if not items and result.ok:
+        return ""
+    parts = ["\n# Feedback from the evaluation of the current program"]
+    if not result.ok:
+        parts.append(f"Status: {result.status}" + (f" ({result.error})" if result.error else ""))
+    for key, value in items:
+        body = truncate_middle(_clean(str(value), settings.get("redact_artifacts", True)), limit)
+        parts.append(f"## {key}\n```\n{body.rstrip()}\n```")
+    return "\n".join(parts) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}" if math.isfinite(v) else str(v)
+    return str(v)
+
+
+def render_metrics(result: EvalResult | None) -> str:
+    """Score, status and metrics as ``- name: value`` lines."""
+    if result is None:
+        return "- not evaluated yet"
+    lines = [f"- score: {_fmt(result.score) if result.score is not None else 'none'}"]
+    if not result.ok:
+        lines.append(f"- status: {result.status}" + (f" ({result.error})" if result.error else ""))
+    lines += [f"- {k}: {_fmt(v)}" for k, v in sorted(result.metrics.items()) if k != "combined_score"]
+    lines += [f"- {k} (feature): {_fmt(v)}" for k, v in sorted(result.features.items()) if k not in result.metrics]
+    return "\n".join(lines)
+
+
+def _inspirations(items: list[tuple[Program, EvalResult]], settings: dict[str, Any], language: str) -> str:
+    k = int(settings.get("num_inspirations", 3))
+    if k <= 0 or not items:
+        return ""
+    limit = int(settings.get("max_inspiration_chars", 4000))
+    parts = ["\n# Other programs from the archive, for inspiration"]
+    for i, (prog, res) in enumerate(items[:k], 1):
+        score = _fmt(res.score) if res is not None and res.score is not None else "none"
+        parts.append(f"## Program {i} (score {score}, operator {prog.operator})\n```{language}\n"
+                     f"{truncate_middle(prog.code, limit).rstrip()}\n```")
+    return "\n".join(parts) + "\n"
+
+
+def build_prompt(
+    parent: Program,
+    parent_result: EvalResult | None,
+    inspirations: list[tuple[Program, EvalResult]] | None = None,
+    *,
+    edit_format: EditFormat = "diff",
+    settings: dict[str, Any] | None = None,
+    other_parents: list[tuple[Program, EvalResult | None]] | None = None,
+) -> list[dict[str, str]]:
+    """Chat messages asking for a child of ``parent`` in ``edit_format``.
+
+    Args:
+        parent: The program to change (shown in full, markers included).
+        parent_result: Its evaluation (metrics and artifacts), if any.
+        inspirations: Other archive programs to show (``num_inspirations`` of them).
+        edit_format: ``diff``, ``rewrite`` or ``crossover``.
+        settings: Prompt settings (see the module docstring).
+        other_parents: For crossover, ``[(second_parent, its_result)]``.
+
+    Raises:
+        ConfigError: unknown ``edit_format``, a missing template, or a template whose
+            placeholders cannot be formatted.
+    """
+    settings = dict(settings or {})
+    if edit_format not in TEMPLATE_NAMES:
+        raise ConfigError(f"unknown edit_format {edit_format!r}; use one of {', '.join(TEMPLATE_NAMES)}")
+    language = str(settings.get("language") or parent.language or "python")
+    history = _inspirations(list(inspirations or []), settings, language)
+    values = _Blank(
+        language=language,
+        current_program=parent.code.rstrip("\n"),
+        metrics=render_metrics(parent_result),
+        fitness_score=_fmt(parent_result.score) if parent_result is not None and parent_result.score is not None else "none",
+        artifacts=render_artifacts(parent_result, settings),
+        evolution_history=history,
+        top_programs=history,
+        second_program="",
+        second_metrics="",
+    )
+    if edit_format == "crossover":
+        if not other_parents:
+            raise ConfigError("a crossover prompt needs a second parent in other_parents")
+        second, second_result = other_parents[0]
+        values["second_program"] = second.code.rstrip("\n")
+        values["second_metrics"] = render_metrics(second_result)
+    name = TEMPLATE_NAMES[edit_format]
+    system = settings.get("system_message")
+    if system is None:
+        system = load_template("system_message", settings)
+    try:
+        user = load_template(name, settings).format_map(values)
+        system = str(system).format_map(values) if "{" in str(system) else str(system)
+    except (ValueError, IndexError, AttributeError) as exc:
+        raise ConfigError(f"prompt template '{name}' cannot be rendered: {exc}; escape literal braces as {{{{ }}}}") from exc
+    return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user.strip() + "\n"}]
+
+
+def prompt_hash(messages: list[dict[str, str]] | str) -> str:
+    """SHA-256 (first 32 hex characters) of the messages as canonical JSON."""
+    data = messages if isinstance(messages, str) else json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:32]

@@ -1,0 +1,90 @@
+"""The scripted OpenAI-compatible server: protocol, built-in scripts, subprocess mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from qdevolve.mutation.blocks import edits_inside_blocks
+from qdevolve.mutation.diff import apply_diff, parse_diff
+from qdevolve.mutation.rewrite import code_from_reply, splice_into
+from qdevolve.prompts import build_prompt
+from qdevolve.testing import Cycle, GarbageScript, Reply, ScriptedModel, ScriptedServer, make_script
+from qdevolve.testing.programs import CIRCLE_PACKING, CIRCLE_PACKING_VARIANT, score_circle_packing
+from qdevolve.types import EvalResult, Program
+
+PARENT = Program(code=CIRCLE_PACKING)
+RESULT = EvalResult(score=1.66)
+
+
+def chat(messages):
+    return {"model": "scripted", "messages": messages}
+
+
+def test_scripted_model_answers_each_edit_format_validly():
+    model = ScriptedModel(seed=0)
+    diff = model(chat(build_prompt(PARENT, RESULT, [], edit_format="diff")))
+    child, _ = apply_diff(CIRCLE_PACKING, parse_diff(diff))
+    assert child != CIRCLE_PACKING and edits_inside_blocks(CIRCLE_PACKING, child)
+    rewrite = model(chat(build_prompt(PARENT, RESULT, [], edit_format="rewrite")))
+    child = splice_into(CIRCLE_PACKING, code_from_reply(rewrite, "python"))
+    assert child != CIRCLE_PACKING and score_circle_packing(child) > 0
+    msgs = build_prompt(PARENT, RESULT, [(Program(code="x = 1"), RESULT)], edit_format="crossover",
+                        other_parents=[(Program(code=CIRCLE_PACKING_VARIANT), RESULT)])
+    child = splice_into(CIRCLE_PACKING, code_from_reply(model(chat(msgs)), "python"))
+    assert child != CIRCLE_PACKING and score_circle_packing(child) > 0
+
+
+def test_scripted_model_is_deterministic_given_its_seed():
+    msgs = chat(build_prompt(PARENT, RESULT, [], edit_format="diff"))
+    a, b = ScriptedModel(seed=5), ScriptedModel(seed=5)
+    assert [a(msgs) for _ in range(3)] == [b(msgs) for _ in range(3)]
+    assert len({ScriptedModel(seed=s)(msgs) for s in range(6)}) > 1
+
+
+def test_cycle_alternates_scripts():
+    cyc = Cycle([lambda r: "a", lambda r: "b"])
+    assert [cyc({}) for _ in range(3)] == ["a", "b", "a"]
+
+
+def test_http_protocol_status_latency_and_models():
+    def replies(req):
+        return Reply(status=503, headers={"Retry-After": "1"}) if not req["messages"] else f"one {req['_choice']}"
+
+    with ScriptedServer(replies, latency_s=lambda req: 0.0, model_name="tiny") as server:
+        with httpx.Client() as c:
+            ok = c.post(server.url + "/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "q"}], "n": 2, "logprobs": True})
+            bad = c.post(server.url + "/chat/completions", json={"model": "tiny", "messages": []})
+            models = c.get(server.url + "/models")
+            missing = c.post(server.url + "/embeddings", json={})
+    body = ok.json()
+    assert ok.status_code == 200 and [ch["message"]["content"] for ch in body["choices"]] == ["one 0", "one 1"]
+    assert body["usage"]["completion_tokens"] > 0 and body["choices"][0]["logprobs"]["content"]
+    assert bad.status_code == 503 and bad.headers["retry-after"] == "1"
+    assert models.json()["data"][0]["id"] == "tiny" and missing.status_code == 404
+    assert server.max_in_flight == 1 and len(server.requests) == 2
+
+
+def test_unknown_script_names_and_modes_are_errors():
+    with pytest.raises(ValueError, match="unknown garbage mode"):
+        GarbageScript("nonsense")
+    with pytest.raises(ValueError, match="unknown script"):
+        make_script("nonsense")
+
+
+def test_subprocess_mode_serves_until_killed():
+    proc = subprocess.Popen([sys.executable, "-m", "qdevolve.testing.scripted_server", "--script", "evolve", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("URL http://127.0.0.1:")
+        url = line.split()[1]
+        msgs = build_prompt(PARENT, RESULT, [], edit_format="diff")
+        r = httpx.post(url + "/chat/completions", json=chat(msgs), timeout=10)
+        assert r.status_code == 200 and "<<<<<<< SEARCH" in r.json()["choices"][0]["message"]["content"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
