@@ -450,7 +450,7 @@ class Evolution:
         if self._unevaluated:
             pending, self._unevaluated = self._unevaluated, []
             await asyncio.gather(*(self._evaluate_and_store(loop, p) for p in pending))
-        max_pending = self.config.max_pending or (2 * workers if self.backend is not None else workers)
+        max_pending = self.config.max_pending or (4 * workers if self.backend is not None else workers)
         sem = asyncio.Semaphore(max_pending)
         tasks: set[asyncio.Task[None]] = set()
         self.children_reserved = self.children
