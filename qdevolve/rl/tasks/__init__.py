@@ -1,0 +1,31 @@
+"""Tasks for the inner loop: prompts plus a verifier (see :mod:`qdevolve.rl.tasks.base`).
+
+``get_task(name, **kwargs)`` builds one by name: ``bandit`` (experiment 1),
+``multi_answer`` (experiment 2) and ``expr_dsl`` (experiment 3) of
+``research/diversity-rl.md`` §10.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qdevolve.errors import ConfigError
+from qdevolve.rl.tasks.bandit import BanditTask, TabularPolicy
+from qdevolve.rl.tasks.base import Task, Verdict
+from qdevolve.rl.tasks.expr_dsl import ExprDSLTask
+from qdevolve.rl.tasks.multi_answer import MultiAnswerTask
+
+__all__ = ["Task", "Verdict", "BanditTask", "TabularPolicy", "MultiAnswerTask", "ExprDSLTask",
+           "TASKS", "get_task"]
+
+TASKS: dict[str, type] = {"bandit": BanditTask, "multi_answer": MultiAnswerTask, "expr_dsl": ExprDSLTask}
+
+
+def get_task(name: str, **kwargs: Any) -> Task:
+    """The task called ``name`` built with ``kwargs``."""
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
+    try:
+        return TASKS[name](**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"task {name!r}: {exc}") from exc
