@@ -1,0 +1,91 @@
+"""RewriteMutation: whole-program replies, only EVOLVE-BLOCK regions are taken."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from qdevolve.backends.openai_backend import OpenAIBackend
+from qdevolve.mutation._llm import ParseError, check_syntax
+from qdevolve.mutation.base import MutationContext
+from qdevolve.mutation.blocks import block_texts, edits_inside_blocks
+from qdevolve.mutation.rewrite import RewriteMutation, code_from_reply
+from qdevolve.testing import GARBAGE_MODES, GarbageScript, ScriptedModel, ScriptedServer
+from qdevolve.testing.programs import CIRCLE_PACKING, score_circle_packing
+from qdevolve.types import Program
+
+CODE = "import math\n\n# EVOLVE-BLOCK-START\ndef f():\n    return 1\n# EVOLVE-BLOCK-END\n\nprint(f())\n"
+
+
+def fenced(code: str, lang: str = "python") -> str:
+    return f"Here you go:\n```{lang}\n{code}```\nDone."
+
+
+def test_only_block_regions_are_taken_and_the_skeleton_is_kept():
+    reply = fenced("import os  # the model changed the skeleton\n\n# EVOLVE-BLOCK-START\ndef f():\n    return 2\n# EVOLVE-BLOCK-END\n\nprint('hacked')\n")
+    child, meta = RewriteMutation().parse(reply, Program(code=CODE), [])
+    assert child == CODE.replace("return 1", "return 2")
+    assert edits_inside_blocks(CODE, child) and meta == {}
+
+
+def test_longest_python_block_is_used():
+    reply = "Tip:\n```bash\npip install numpy\n```\n" + fenced("# EVOLVE-BLOCK-START\ndef f():\n    return 3\n# EVOLVE-BLOCK-END\n")
+    child, _ = RewriteMutation().parse(reply, Program(code=CODE), [])
+    assert block_texts(child) == ["def f():\n    return 3\n"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("I would use a hexagonal grid.", "no fenced code block"),
+        (fenced("def f():\n    return 2\n"), "has no EVOLVE-BLOCK markers"),
+        (fenced("# EVOLVE-BLOCK-START\na = 1\n# EVOLVE-BLOCK-END\n# EVOLVE-BLOCK-START\nb = 1\n# EVOLVE-BLOCK-END\n"), "2 EVOLVE-BLOCK region"),
+        (fenced("# EVOLVE-BLOCK-START\ndef f():\n    return 1\n# EVOLVE-BLOCK-END\n"), "changes nothing"),
+        (fenced("# EVOLVE-BLOCK-START\ndef f(:\n    return 2\n# EVOLVE-BLOCK-END\n"), "SyntaxError"),
+    ],
+)
+def test_bad_rewrites_fail_with_reason(reply, reason):
+    op = RewriteMutation()
+    with pytest.raises(ParseError, match=reason):
+        code, _ = op.parse(reply, Program(code=CODE), [])
+        check_syntax(code, "python")
+
+
+def test_parent_without_markers_is_replaced_whole():
+    child, _ = RewriteMutation().parse(fenced("x = 2\n"), Program(code="x = 1\n"), [])
+    assert child == "x = 2\n"
+
+
+def test_unclosed_fence_runs_to_the_end():
+    assert code_from_reply("```python\nx = 1\n", "python") == "x = 1\n"
+
+
+def run(op, parent, server, n, **kw):
+    backend = OpenAIBackend(api_base=server.url, model="scripted", **kw)
+
+    async def go():
+        try:
+            return await op.propose(parent, MutationContext(rng=np.random.default_rng(1), n=n), backend)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+def test_rewrites_from_the_scripted_server():
+    parent = Program(code=CIRCLE_PACKING)
+    with ScriptedServer(ScriptedModel(seed=2)) as server:
+        cands = run(RewriteMutation(), parent, server, n=3)
+    assert "Rewrite the program" in server.requests[0]["messages"][1]["content"]
+    for c in cands:
+        assert c.error is None and c.operator == "rewrite" and c.parent_ids == (parent.id,)
+        assert edits_inside_blocks(CIRCLE_PACKING, c.code) and score_circle_packing(c.code) > 0
+
+
+@pytest.mark.parametrize("mode", [m for m in GARBAGE_MODES if m not in ("timeout",)])
+def test_garbage_gives_failed_rewrites(mode):
+    with ScriptedServer(GarbageScript(mode)) as server:
+        (c,) = run(RewriteMutation(), Program(code=CIRCLE_PACKING), server, n=1, retries=0)
+    assert c.code is None and c.error and c.operator == "rewrite"
