@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from qdevolve.errors import ConfigError
-from qdevolve.prompts import build_prompt, load_template, prompt_hash, render_artifacts, truncate_middle
+from qdevolve.prompts import (
+    build_prompt,
+    load_template,
+    prompt_hash,
+    render_artifacts,
+    truncate_middle,
+)
 from qdevolve.types import EvalResult, Program
 
 CODE = "import math\n# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n"

@@ -15,9 +15,10 @@ from qdevolve.testing.programs import CIRCLE_PACKING, CIRCLE_PACKING_VARIANT, sc
 from qdevolve.types import EvalResult, Program
 
 A, B = Program(code=CIRCLE_PACKING), Program(code=CIRCLE_PACKING_VARIANT)
+B_RESULT = EvalResult(score=1.5)
 
 
-def propose(server, n=2, others=((B, EvalResult(score=1.5)),)):
+def propose(server, n=2, others=((B, B_RESULT),)):
     backend = OpenAIBackend(api_base=server.url, model="scripted")
     ctx = MutationContext(rng=np.random.default_rng(0), n=n, parent_result=EvalResult(score=1.6), other_parents=list(others))
 
