@@ -15,7 +15,7 @@ Each child applies 1..``max_edits`` edits, drawn with probability proportional t
   import or docstring).
 * ``duplicate``: insert a copy of a statement right after it (not a ``def``, ``class``,
   import, ``return``/``raise``/``break``/``continue``/``pass`` or docstring).
-* ``reorder``: swap two adjacent statements.
+* ``reorder``: swap two adjacent statements (a docstring stays first).
 
 Edits happen only inside ``EVOLVE-BLOCK`` regions (the whole program when it has no
 markers); a region that does not parse on its own is left alone. Edited regions are
@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import ast
 import copy
+import io
 import math
 import os
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -74,9 +76,24 @@ def _is_docstring(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
+def _continuation_lines(text: str) -> set[int]:
+    """0-based indices of lines that continue a multi-line token (string contents)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+    lines: set[int] = set()
+    for tok in tokens:
+        if tok.end[0] > tok.start[0] and tok.type not in (tokenize.NEWLINE, tokenize.NL):
+            lines.update(range(tok.start[0], tok.end[0]))  # 1-based start+1 .. end, as 0-based
+    return lines
+
+
 def _margin(body: str) -> str:
-    """Common leading whitespace of the code lines (not blank, not comment-only)."""
-    lines = [ln for ln in body.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    """Common leading whitespace of the code lines (not blank, comment-only or string contents)."""
+    skip = _continuation_lines(body)
+    lines = [ln for i, ln in enumerate(body.splitlines())
+             if i not in skip and ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         return ""
     prefixes = [ln[: len(ln) - len(ln.lstrip())] for ln in lines]
@@ -84,9 +101,13 @@ def _margin(body: str) -> str:
 
 
 def _dedent(body: str, margin: str) -> str:
+    """``body`` without ``margin``; the contents of multi-line strings stay byte-identical."""
+    skip = _continuation_lines(body)
     out = []
-    for ln in body.splitlines():
-        if ln.startswith(margin):
+    for i, ln in enumerate(body.splitlines()):
+        if i in skip:
+            out.append(ln)
+        elif ln.startswith(margin):
             out.append(ln[len(margin):])
         else:
             out.append(ln.lstrip() if not ln.strip() or ln.lstrip().startswith("#") else ln)
@@ -94,7 +115,10 @@ def _dedent(body: str, margin: str) -> str:
 
 
 def _reindent(text: str, margin: str) -> str:
-    return "\n".join(margin + ln if ln.strip() else "" for ln in text.split("\n"))
+    """``text`` with ``margin`` before each code line (not before multi-line string contents)."""
+    skip = _continuation_lines(text)
+    return "\n".join(ln if i in skip else (margin + ln if ln.strip() else "")
+                     for i, ln in enumerate(text.split("\n")))
 
 
 @dataclass
@@ -286,7 +310,8 @@ class ASTMutation:
                         sites["delete"].append(_Site("delete", ri, _delete_edit(stmts, i, line(stmt))))
                     if not isinstance(stmt, _NO_DUPLICATE) and not _is_docstring(stmt):
                         sites["duplicate"].append(_Site("duplicate", ri, _duplicate_edit(stmts, i, line(stmt))))
-                    if i + 1 < len(stmts) and ast.dump(stmt) != ast.dump(stmts[i + 1]):
+                    if (i + 1 < len(stmts) and not _is_docstring(stmt)
+                            and ast.dump(stmt) != ast.dump(stmts[i + 1])):
                         sites["reorder"].append(_Site("reorder", ri, _reorder_edit(stmts, i, line(stmt))))
 
     def _constant_edit(self, parent: ast.AST, field_name: str, idx: int | None, node: ast.Constant,
