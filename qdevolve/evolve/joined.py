@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,8 +292,10 @@ class JoinedEvolution(Evolution):
         self.backend.lock = lock
         loop = asyncio.get_running_loop()
         async with lock:
+            t0 = time.perf_counter()
             metrics = await loop.run_in_executor(None, self.trainer.step, groups)
             metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+            metrics["step_seconds"] = time.perf_counter() - t0
             metrics.update(self._diversity(groups))
             metrics["groups"] = len(groups)
             version = await loop.run_in_executor(None, lambda: self.trainer.save_version(metrics=metrics))
