@@ -349,7 +349,7 @@ def backend_leftovers(box) -> Callable[[], list[str]]:
             out += [f"work dir {r}" for r in runs]
         uids = getattr(box, "uids", None)
         if uids is not None:
-            pool = uids.all
+            pool = set(uids.used)
             deadline = time.monotonic() + 2.0
             pids = sandbox_processes(pool)
             while pids and time.monotonic() < deadline:  # the kernel tears a pid ns down async

@@ -79,12 +79,12 @@ class ProcessSandbox:
     name = "process"
 
     def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
-                 uid_base: int = 62000, max_workers: int = 32, extra_sys_path: Sequence[str] = (),
+                 uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
                  inherit_site_packages: bool = True) -> None:
         self.limits = limits or SandboxLimits()
         self.python = sandbox_python(python)
         self.as_root = os.geteuid() == 0
-        self.uids = UidPool(uid_base, max_workers) if self.as_root else None
+        self.uids = UidPool(uid_base, uid_count) if self.as_root else None
         self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
         self.staging = Staging(prefix=f"qdevolve-{self.name}-")
         self._closed = False
@@ -116,6 +116,8 @@ class ProcessSandbox:
         limits = limits or self.limits
         ev = self.staging.evaluator(evaluator)
         uid = self.uids.acquire() if self.uids else None
+        if uid is not None:
+            _sweep(uid, grace_s=0.0)  # a crashed controller may have left something behind
         run = None
         try:
             run = self.staging.new_run(
@@ -165,7 +167,7 @@ class LocalSandbox(ProcessSandbox):
         limits: Default :class:`SandboxLimits` (``evaluate`` may pass others).
         python: Interpreter for the runner (default: the controller's, or ``/usr/bin``'s).
         uid_base: First uid of the pool of sandbox uids (one per concurrent evaluation).
-        max_workers: Size of that pool (concurrent evaluations).
+        uid_count: Size of that pool (shared, through lock files, by every controller).
         extra_sys_path: Directories appended to ``sys.path`` inside the sandbox.
         inherit_site_packages: Also append the controller's site-packages (read-only use).
     """
