@@ -115,7 +115,7 @@ def _report(results: dict, args: argparse.Namespace, seeds: list[int]) -> None:
              f"--every {args.every}` (2 cores, CPU, tiny expr_dsl policy).", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for arm, runs in results.items():
-        def final(key: str) -> list[float]:
+        def final(key: str, runs: list = runs) -> list[float]:
             return [r[key][-1] for r in runs]
         vals = (arm, f"{statistics.fmean(final('best')):.3f}", f"{statistics.fmean(final('qd_score')):.2f}",
                 f"{100 * statistics.fmean(final('coverage')):.1f} %", f"{statistics.fmean(final('distinct_correct')):.1f}",
@@ -125,7 +125,7 @@ def _report(results: dict, args: argparse.Namespace, seeds: list[int]) -> None:
     Console().print(t)
     fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     for ax, key, label in zip(axes, ("best", "qd_score", "coverage", "distinct_correct"),
-                              ("best score", "QD-score", "coverage", "distinct correct programs")):
+                              ("best score", "QD-score", "coverage", "distinct correct programs"), strict=False):
         for arm, runs in results.items():
             xs = runs[0]["evaluations"]
             m = min(len(r[key]) for r in runs)

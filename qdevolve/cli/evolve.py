@@ -79,7 +79,7 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
     from qdevolve import registry
     from qdevolve.db import LineageStore
     from qdevolve.evolve.display import print_summary
-    from qdevolve.evolve.engine import Evolution, default_db_path
+    from qdevolve.evolve.engine import default_db_path
     from qdevolve.evolve.example import load_example
 
     console = Console(stderr=True)

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from qdevolve import registry
 from qdevolve.errors import ConfigError
 from qdevolve.evolve.config import RunConfig
@@ -271,6 +273,10 @@ class JoinedEvolution(Evolution):
             rs = [r for _, r in members if r.token_ids]
             if len(rs) >= 2:
                 g = RolloutGroup.from_rollouts(rs, outcome=self._outcome_key)
+                if ("candidate_vectors" in getattr(self.trainer.objective, "requires", ())
+                        and g.candidate_vectors is None and g.reward_vectors is not None):
+                    # one program per completion: a set of m = 1 candidates (VPO with m = 1)
+                    g.candidate_vectors = np.asarray(g.reward_vectors, dtype=float)[:, None, :]
                 g.metadata["prompt_token_ids"] = list(rs[0].prompt_token_ids)
                 groups.append(g)
             last = max(last, max(seq for seq, _ in members))

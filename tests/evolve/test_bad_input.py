@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CONFIG, EVALUATOR, QDEVOLVE, SEED, write_example
+from .conftest import CONFIG, QDEVOLVE, SEED, write_example
 
 
 def _qd(*args: str) -> subprocess.CompletedProcess[str]:

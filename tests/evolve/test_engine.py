@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
 import sqlite3
+import subprocess
 from pathlib import Path
 
 from qdevolve.db import LineageStore

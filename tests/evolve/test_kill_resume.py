@@ -24,7 +24,7 @@ def test_sigkill_five_times_then_resume(tmp_path: Path) -> None:
     rng = random.Random(1234)
     cmd = [*QDEVOLVE, "run", str(ex), "--db", str(db), "--iterations", str(BUDGET), "--no-progress"]
     kills = 0
-    for attempt in range(5):
+    for _attempt in range(5):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         time.sleep(rng.uniform(0.8, 3.0))
         if proc.poll() is None:
