@@ -1,0 +1,220 @@
+"""Backend ``transformers``: a Hugging Face causal LM sampled in-process (CPU or GPU).
+
+Because the weights live in this process, a trainer that updates the same model object is
+sampled from by the very next call. Each completion carries its token ids and the
+*behaviour policy's* log-probs of the sampled tokens:
+
+    log pi(y_t | x, y_<t) = log_softmax(P(z_t / T))[y_t]
+
+where ``z_t`` are the model's logits, ``T`` the temperature and ``P`` the top-p filter
+(logits outside the nucleus set to -inf), i.e. exactly the distribution the token was drawn
+from (Hugging Face's processed generation ``scores``). With ``temperature == 0`` decoding is
+greedy and the log-probs are those of the unscaled distribution. These are the "old"
+log-probs the RL objectives importance-weight against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from qdevolve import registry
+from qdevolve.backends.base import Completion, GenerationRequest
+
+__all__ = ["TransformersBackend", "render_messages"]
+
+
+def render_messages(messages: list[dict[str, str]], tokenizer: Any) -> str:
+    """Chat messages as prompt text: the tokenizer's chat template, else ``role: content`` lines."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant: "
+
+
+def _cut_at_stop(ids: list[int], text_of: Any, stops: list[str]) -> tuple[int, bool]:
+    """Number of tokens to keep so the text ends right after the first stop string."""
+    for k in range(1, len(ids) + 1):
+        text = text_of(ids[:k])
+        if any(s and s in text for s in stops):
+            return k, True
+    return len(ids), False
+
+
+@registry.backend("transformers")
+class TransformersBackend:
+    """In-process sampling from a causal LM.
+
+    Args:
+        model: A model directory / hub id, or a loaded ``PreTrainedModel``.
+        tokenizer: A tokenizer (default: loaded from ``model`` when it is a path).
+        device: ``cpu``, ``cuda``, ``cuda:1``...
+        dtype: Torch dtype name (``float32``, ``bfloat16``...) for models loaded from a path.
+        max_new_tokens: Cap on generated tokens (requests may ask for fewer).
+        batch_size: Sequences generated together.
+        name: Model name stored on completions.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        device: str = "cpu",
+        dtype: str | None = None,
+        max_new_tokens: int = 1024,
+        batch_size: int = 8,
+        name: str | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if batch_size < 1 or max_new_tokens < 1:
+            raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size}, {max_new_tokens}")
+        self.device = torch.device(device)
+        self.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        if isinstance(model, (str, Path)):
+            self.name = name or str(model)
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model))
+            model = AutoModelForCausalLM.from_pretrained(str(model), dtype=self.dtype)
+        else:
+            self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        if tokenizer is None:
+            raise ValueError("pass tokenizer= when model is a loaded model object")
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.max_new_tokens, self.batch_size = int(max_new_tokens), int(batch_size)
+        self.policy_version: int | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TransformersBackend(model={self.name!r}, device={str(self.device)!r}, policy_version={self.policy_version})"
+
+    # -- policy updates ---------------------------------------------------------------
+    def load_policy(self, version: int, path: str | None) -> None:
+        """Switch to policy ``version``: weights from ``path`` (HF dir or PEFT adapter dir).
+
+        ``path=None`` means the in-process model was already updated (by the trainer); only
+        the version changes.
+        """
+        if path is not None:
+            p = Path(path)
+            if not p.is_dir():
+                raise FileNotFoundError(f"policy version {version}: {p} is not a model or adapter directory")
+            with self._lock:
+                if (p / "adapter_config.json").is_file():
+                    self.model = self._load_adapter(p, version)
+                else:
+                    from transformers import AutoModelForCausalLM
+
+                    self.model = AutoModelForCausalLM.from_pretrained(str(p), dtype=self.dtype).to(self.device)
+        self.policy_version = version
+
+    def _load_adapter(self, path: Path, version: int) -> Any:
+        from peft import PeftModel
+
+        name = f"v{version}"
+        if isinstance(self.model, PeftModel):
+            if name not in self.model.peft_config:
+                self.model.load_adapter(str(path), adapter_name=name)
+            self.model.set_adapter(name)
+            return self.model
+        return PeftModel.from_pretrained(self.model, str(path), adapter_name=name).to(self.device)
+
+    def close(self) -> None:
+        """Nothing to release beyond the model object (kept for the backend protocol)."""
+
+    # -- generation -------------------------------------------------------------------
+    async def generate(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
+        """``n`` samples per request, batched; runs in a worker thread (one batch at a time)."""
+        return await asyncio.to_thread(self.generate_sync, requests)
+
+    def generate_sync(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
+        """Blocking :meth:`generate`."""
+        out: list[list[Completion]] = [[] for _ in requests]
+        rows: dict[tuple, list[tuple[int, str]]] = {}
+        for i, r in enumerate(requests):
+            text = r.prompt if r.messages is None else render_messages(r.messages, self.tokenizer)
+            key = (float(r.temperature), float(r.top_p), min(int(r.max_tokens), self.max_new_tokens),
+                   r.seed, tuple(r.stop or ()))
+            rows.setdefault(key, []).extend((i, text or "") for _ in range(max(1, r.n)))
+        with self._lock:
+            for key, items in rows.items():
+                for start in range(0, len(items), self.batch_size):
+                    chunk = items[start:start + self.batch_size]
+                    seed = None if key[3] is None else key[3] + start
+                    for (i, _), comp in zip(chunk, self._sample([t for _, t in chunk], key, seed), strict=True):
+                        out[i].append(comp)
+        return out
+
+    def _sample(self, texts: list[str], key: tuple, seed: int | None) -> list[Completion]:
+        import torch
+
+        temperature, top_p, max_new, _, stops = key
+        t0 = time.monotonic()
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        input_ids = enc["input_ids"].to(self.device)
+        mask = enc["attention_mask"].to(self.device)
+        eos = self.tokenizer.eos_token_id
+        sample = temperature > 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new,
+            "do_sample": sample,
+            "top_k": 0,
+            "output_scores": True,
+            "return_dict_in_generate": True,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "eos_token_id": eos,
+        }
+        if sample:
+            kwargs.update(temperature=temperature, top_p=top_p)
+        rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []) if seed is not None else nullcontext()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with rng, torch.no_grad():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                gen = self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs)
+        finally:
+            if was_training:
+                self.model.train()
+        prompt_len = input_ids.shape[1]
+        new = gen.sequences[:, prompt_len:]
+        steps = torch.stack([s.float() for s in gen.scores], dim=1)  # (B, T, V), processed logits
+        logp = torch.log_softmax(steps, dim=-1)
+        chosen = torch.gather(logp, 2, new[:, : steps.shape[1]].unsqueeze(-1)).squeeze(-1)
+        latency = time.monotonic() - t0
+        comps = []
+        for b in range(new.shape[0]):
+            ids = new[b].tolist()
+            finish = "length"
+            if eos is not None and eos in ids:
+                ids = ids[: ids.index(eos) + 1]
+                finish = "stop"
+            if stops:
+                k, hit = _cut_at_stop(ids, lambda x: self.tokenizer.decode(x, skip_special_tokens=True), list(stops))
+                if hit:
+                    ids, finish = ids[:k], "stop"
+            prompt_ids = input_ids[b][mask[b].bool()].tolist()
+            comps.append(
+                Completion(
+                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                    token_ids=ids,
+                    logprobs=[float(x) for x in chosen[b, : len(ids)].tolist()],
+                    prompt_token_ids=prompt_ids,
+                    finish_reason=finish,
+                    prompt_tokens=len(prompt_ids),
+                    completion_tokens=len(ids),
+                    policy_version=self.policy_version,
+                    model=self.name,
+                    latency_s=latency,
+                )
+            )
+        return comps
