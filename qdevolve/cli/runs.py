@@ -28,6 +28,7 @@ def list_runs(db: str, as_json: bool) -> None:
     """Every run with its program count, evaluations and best score."""
     with open_store(db) as store:
         rows = store.list_runs()
+        shown = store.name
     if as_json:
         keys = ("id", "name", "status", "programs", "evaluations", "best_score", "seed",
                 "example_dir", "created_at", "updated_at")
@@ -37,7 +38,7 @@ def list_runs(db: str, as_json: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"runs in {db}", title_justify="left")
+    table = Table(title=f"runs in {shown}", title_justify="left")
     for col, just in (("id", "left"), ("name", "left"), ("status", "left"), ("programs", "right"),
                       ("evaluations", "right"), ("best score", "right"), ("created", "left")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -47,6 +48,6 @@ def list_runs(db: str, as_json: bool) -> None:
                       str(r["evaluations"]), best, _when(r["created_at"]))
     console = Console(width=max(120, Console().width))
     if not rows:
-        console.print(f"{db}: no runs yet")
+        console.print(f"{shown}: no runs yet")
         return
     console.print(table)

@@ -244,7 +244,7 @@ def best_program_id(store: LineageStore, run_id: str | None = None) -> str:
             "SELECT program_id FROM evaluations WHERE run_id = :r AND status = 'ok' "
             "AND score IS NOT NULL ORDER BY score DESC, id ASC LIMIT 1"), {"r": rid}).scalar()
     if pid is None:
-        raise DatabaseError(f"{store.target}: run {rid} has no successfully evaluated program yet")
+        raise DatabaseError(f"{store.name}: run {rid} has no successfully evaluated program yet")
     return pid
 
 

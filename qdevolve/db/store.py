@@ -30,6 +30,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import _open
@@ -128,17 +129,22 @@ class LineageStore:
     Args:
         target: A file path (SQLite) or an SQLAlchemy URL (``postgresql+psycopg://...``).
         create: Create the database (and parent directories) when missing.
+
+    Attributes:
+        name: How messages name the database (a URL's password masked).
     """
 
     def __init__(self, target: str | Path, *, create: bool = True) -> None:
         self.target = str(target)
         self._pid = os.getpid()
         if _open.is_url(self.target):
+            self.name = make_url(self.target).render_as_string(hide_password=True)
             self.path: Path | None = None
             self.engine = create_engine(self.target, pool_pre_ping=True)
             needs_init = self._check_url(create)
         else:
             self.path = Path(self.target)
+            self.name = self.target
             needs_init = _open.check_sqlite_file(self.path, create=create)
             if needs_init:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,18 +157,21 @@ class LineageStore:
         try:
             names = set(inspect(self.engine).get_table_names())
         except Exception as exc:
-            raise DatabaseError(f"{self.target}: cannot connect ({type(exc).__name__}: {exc})") from exc
+            cause = getattr(exc, "orig", None) or exc
+            detail = " ".join(str(cause).split())  # one line
+            raise DatabaseError(f"{self.name}: cannot connect ({type(cause).__name__}: {detail}); "
+                                f"check the URL, the server and the credentials") from exc
         if "qdevolve_schema" not in names:
             if names and not create:
-                raise DatabaseError(f"{self.target}: is not a qdevolve lineage database")
+                raise DatabaseError(f"{self.name}: is not a qdevolve lineage database")
             if not create:
-                raise DatabaseError(f"{self.target}: holds no qdevolve database yet")
+                raise DatabaseError(f"{self.name}: holds no qdevolve database yet")
             return True
         with self._connect() as c:
             version = c.execute(select(func.max(S.schema_table.c.version))).scalar()
         if version is not None and version > S.SCHEMA_VERSION:
             raise DatabaseError(
-                f"{self.target}: was written by a newer qdevolve (schema v{version}); upgrade qdevolve"
+                f"{self.name}: was written by a newer qdevolve (schema v{version}); upgrade qdevolve"
             )
         return False
 
@@ -222,9 +231,9 @@ class LineageStore:
         with self._connect() as c:
             row = c.execute(select(S.runs).where(S.runs.c.id.startswith(run_id))).mappings().all()
         if not row:
-            raise DatabaseError(f"{self.target}: no run with id {run_id!r}; see 'qdevolve runs list --db {self.target}'")
+            raise DatabaseError(f"{self.name}: no run with id {run_id!r}; see 'qdevolve runs list --db {self.name}'")
         if len(row) > 1:
-            raise DatabaseError(f"{self.target}: run id prefix {run_id!r} is ambiguous")
+            raise DatabaseError(f"{self.name}: run id prefix {run_id!r} is ambiguous")
         d = dict(row[0])
         d["config"] = loads(d["config"], {})
         return d
@@ -243,7 +252,7 @@ class LineageStore:
         with self._connect() as c:
             rid = c.execute(select(S.runs.c.id).order_by(S.runs.c.created_at.desc()).limit(1)).scalar()
         if rid is None:
-            raise DatabaseError(f"{self.target}: holds no runs yet")
+            raise DatabaseError(f"{self.name}: holds no runs yet")
         return rid
 
     def resolve_run(self, run_id: str | None) -> str:
@@ -355,7 +364,7 @@ class LineageStore:
         for r in rows:
             if not r[1]:
                 if r[0] not in found:
-                    raise DatabaseError(f"{self.target}: evaluation for unknown program id {r[0]}")
+                    raise DatabaseError(f"{self.name}: evaluation for unknown program id {r[0]}")
                 r = (r[0], found[r[0]], *r[2:])
             out.append(r)
         return out
@@ -431,9 +440,9 @@ class LineageStore:
             ids = c.execute(select(pr.c.id).where(pr.c.id.startswith(program_id, autoescape=True))
                             .limit(2)).scalars().all()
         if not ids:
-            raise DatabaseError(f"{self.target}: no program with id {program_id!r}")
+            raise DatabaseError(f"{self.name}: no program with id {program_id!r}")
         if len(ids) > 1:
-            raise DatabaseError(f"{self.target}: program id prefix {program_id!r} is ambiguous")
+            raise DatabaseError(f"{self.name}: program id prefix {program_id!r} is ambiguous")
         return ids[0]
 
     def get_program(self, program_id: str) -> Program:
@@ -443,9 +452,9 @@ class LineageStore:
                 rows = c.execute(select(S.programs).where(
                     S.programs.c.id.startswith(program_id, autoescape=True)).limit(2)).all()
             if not rows:
-                raise DatabaseError(f"{self.target}: no program with id {program_id!r}")
+                raise DatabaseError(f"{self.name}: no program with id {program_id!r}")
             if len(rows) > 1:
-                raise DatabaseError(f"{self.target}: program id prefix {program_id!r} is ambiguous")
+                raise DatabaseError(f"{self.name}: program id prefix {program_id!r} is ambiguous")
             parents = self._parents_of(c, [rows[0].id]).get(rows[0].id, [])
         return self._program(rows[0], parents)
 

@@ -103,3 +103,36 @@ def test_postgres_database_without_schema_is_refused(pg_url: str) -> None:
     eng.dispose()
     with pytest.raises(DatabaseError, match="no qdevolve database"):
         open_store(pg_url)
+
+
+@pytest.mark.postgres
+def test_postgres_through_the_cli_masks_the_password(pg_url: str) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from qdevolve.db import schema as S
+    from qdevolve.types import EvalResult, Program
+
+    eng = create_engine(pg_url)
+    S.metadata.drop_all(eng)
+    eng.dispose()
+    st = LineageStore(pg_url, create=True)
+    rid = st.create_run(name="pg-cli")
+    seed = Program(code="a = 1\n", run_id=rid)
+    st.write(programs=[seed, Program(code="a = 2\n", run_id=rid, parent_ids=(seed.id,))],
+             evaluations=[(seed.id, EvalResult(score=0.5))])
+    st.close()
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "runs", "list", "--db", pg_url, "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "pg-cli" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "lineage", "tree", "--db", pg_url],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and seed.id[:10] in proc.stdout, proc.stderr
+    url = make_url(pg_url)
+    if url.password:
+        bad = url.set(password=url.password + "-wrong").render_as_string(hide_password=False)
+        proc = subprocess.run([sys.executable, "-m", "qdevolve", "runs", "list", "--db", bad],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert url.password + "-wrong" not in proc.stderr and "***" in proc.stderr
