@@ -41,7 +41,7 @@ if [ -n "$dynload" ] && [ -d "$dynload" ] && [ ! -d "$root$dynload" ]; then
 fi
 # shared libraries of the interpreter, its extension modules and the common C++/Fortran runtimes
 libs="$( { ldd "$real"; find "$root" -name '*.so*' -type f -exec ldd {} \; 2>/dev/null;
-          for l in libgcc_s.so.1 libstdc++.so.6 libgomp.so.1; do ldconfig -p | awk -v l="$l" '$1==l && /x86-64|x86_64|64bit/ {print "x => " $NF}' | head -1; done; } \
+          for l in libgcc_s.so.1 libstdc++.so.6 libgomp.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libutil.so.1 libresolv.so.2 libcrypt.so.1 libffi.so.8 libgfortran.so.5 libquadmath.so.0; do ldconfig -p | awk -v l="$l" '$1==l && /x86-64|x86_64|64bit/ {print "x => " $NF}' | head -1; done; } \
         | awk '/=>/ {print $3} /^\t\/lib/ {print $1}' | grep '^/' | sort -u)"
 for lib in $libs; do [ -e "$lib" ] && copy "$lib"; done
 mkdir -p "$root/usr/local/bin" "$root/tmp" "$root/etc" "$root/proc" "$root/dev" "$root/sys" \

@@ -1,0 +1,69 @@
+"""Docker-specific behaviour: warm containers per worker thread, replacement after a
+timeout, cleanup on close, and the evaluator protocol inside the image."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from qdevolve.sandbox import SandboxLimits
+from qdevolve.types import Program
+
+from .conftest import make_box
+
+pytestmark = pytest.mark.docker
+LIMITS = SandboxLimits(wall_s=3, cpu_s=1, memory_mb=256)
+
+
+def _ours():
+    import docker
+
+    client = docker.from_env()
+    try:
+        return client.containers.list(all=True, filters={"label": f"qdevolve.owner={os.getpid()}"})
+    finally:
+        client.close()
+
+
+def test_warm_one_container_per_worker_and_cleanup(docker_image, tmp_path):
+    ev = tmp_path / "evaluator.py"
+    ev.write_text("import numpy\ndef evaluate(path):\n    src = open(path).read()\n"
+                  "    return {'combined_score': len(src) / 100, 'tests': [1.0]}\n")
+    box = make_box("docker", image=docker_image, warm=True)
+    try:
+        def one(i):
+            return i, box.evaluate(Program(code=f"print({i})" + " " * i), ev, LIMITS)
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(one, range(12)))
+        for i, r in results:
+            assert r.status == "ok", r.error
+            assert r.score == pytest.approx(len(f"print({i})" + " " * i) / 100)
+        assert 1 <= len(box.containers()) <= 2
+        # a timeout replaces that worker's container; the next evaluation still works
+        slow = box.evaluate(Program(code="import time\ntime.sleep(60)"), None, LIMITS)
+        assert slow.status == "timeout"
+        again = box.evaluate(Program(code="print('again')"), None, LIMITS)
+        assert again.status == "ok" and again.artifacts["stdout"] == "again\n"
+        # leftovers of one evaluation are killed before the next one starts
+        box.evaluate(Program(code="import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"), None, LIMITS)
+        ps = box.evaluate(Program(code="import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"),
+                          None, LIMITS)
+        assert ps.status == "ok"
+        assert len(eval(ps.artifacts["stdout"])) == 3  # tini, the idle process, this runner
+    finally:
+        box.close()
+    assert not _ours()
+
+
+def test_fresh_container_is_removed(docker_image):
+    box = make_box("docker", image=docker_image)
+    try:
+        r = box.evaluate(Program(code="import os\nprint(os.getuid(), os.path.exists('/root/.ssh'))"), None, LIMITS)
+        assert r.status == "ok" and r.artifacts["stdout"] == "65534 False\n"
+        assert box.containers() == []
+    finally:
+        box.close()
+    assert not _ours()
