@@ -1,11 +1,11 @@
 """Built-in scripts for :class:`~qdevolve.testing.scripted_server.ScriptedServer`.
 
 :class:`ScriptedModel` plays a competent but unimaginative model: it reads the current
-program from the prompt (the fenced block after a "Current program" heading; for crossover
-also the one after "Second parent"), finds the requested edit format from the prompt
-(SEARCH/REPLACE instructions -> a diff, "crossover" -> a crossover, else a full rewrite) and
-perturbs numeric constants inside the EVOLVE-BLOCK regions: floats by a relative Gaussian
-step, small integers by one. On the circle-packing example the constants are circle
+program from the prompt (the fenced block after a "Current program" heading, as in both
+qdevolve's and OpenEvolve's templates; for crossover also the one after "Second parent"),
+finds the requested edit format (SEARCH/REPLACE instructions -> a diff, a "Second parent"
+heading -> a crossover, else a full rewrite) and perturbs numeric constants inside the
+EVOLVE-BLOCK regions: floats by a relative Gaussian step, small integers by one. On the circle-packing example the constants are circle
 positions and ring radii, so some children score higher and most stay valid, which is what
 an end-to-end run needs. It is deterministic given its seed and call order.
 
@@ -148,8 +148,8 @@ class ScriptedModel:
         code = _current_program(text)
         if code is None:
             return "I could not find the program in your message."
-        if re.search(r"(?i)crossover", text):
-            other = program_after(text, r"second\s+parent")
+        other = program_after(text, r"second\s+parent")
+        if other is not None and "<<<<<<< SEARCH" not in text:
             return self._crossover(code, other)
         if "<<<<<<< SEARCH" in text:
             _, pairs = self._mutate(code)

@@ -38,6 +38,31 @@ def test_scripted_model_answers_each_edit_format_validly():
     assert child != CIRCLE_PACKING and score_circle_packing(child) > 0
 
 
+def test_format_detection_ignores_the_word_crossover_in_inspirations():
+    insp = [(Program(code=CIRCLE_PACKING_VARIANT, operator="crossover"), RESULT)]
+    reply = ScriptedModel(seed=0)(chat(build_prompt(PARENT, RESULT, insp, edit_format="diff")))
+    assert "<<<<<<< SEARCH" in reply
+
+
+def test_scripted_model_understands_openevolve_prompts():
+    sampler_mod = pytest.importorskip("openevolve.prompt.sampler")
+    config_mod = pytest.importorskip("openevolve.config")
+    sampler = sampler_mod.PromptSampler(config_mod.PromptConfig())
+    for diff in (True, False):
+        p = sampler.build_prompt(
+            current_program=CIRCLE_PACKING, parent_program=CIRCLE_PACKING, program_metrics={"combined_score": 1.6},
+            previous_programs=[{"id": "a", "code": CIRCLE_PACKING_VARIANT, "metrics": {"combined_score": 1.5}}],
+            top_programs=[{"id": "b", "code": CIRCLE_PACKING_VARIANT, "metrics": {"combined_score": 1.55}}],
+            language="python", evolution_round=3, diff_based_evolution=diff,
+        )
+        reply = ScriptedModel(seed=1)(chat([{"role": "system", "content": p["system"]}, {"role": "user", "content": p["user"]}]))
+        if diff:
+            child, _ = apply_diff(CIRCLE_PACKING, parse_diff(reply))
+        else:
+            child = splice_into(CIRCLE_PACKING, code_from_reply(reply, "python"))
+        assert child != CIRCLE_PACKING and edits_inside_blocks(CIRCLE_PACKING, child)
+
+
 def test_scripted_model_is_deterministic_given_its_seed():
     msgs = chat(build_prompt(PARENT, RESULT, [], edit_format="diff"))
     a, b = ScriptedModel(seed=5), ScriptedModel(seed=5)
