@@ -113,6 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # many clients connect at once (the default backlog of 5 drops SYNs)
     allow_reuse_address = True
     owner: ScriptedServer
 

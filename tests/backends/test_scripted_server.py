@@ -113,3 +113,14 @@ def test_subprocess_mode_serves_until_killed():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_openai_sdk_can_talk_to_the_server():
+    openai = pytest.importorskip("openai")
+    with ScriptedServer(ScriptedModel(seed=0)) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
+        msgs = build_prompt(PARENT, RESULT, [], edit_format="rewrite")
+        resp = client.chat.completions.create(model="scripted", messages=msgs, n=2, temperature=0.7, max_tokens=4096)
+        client.close()
+    assert len(resp.choices) == 2 and "```python" in resp.choices[1].message.content
+    assert resp.usage.completion_tokens > 0 and resp.choices[0].finish_reason == "stop"
