@@ -133,6 +133,7 @@ class ScriptedServer:
         requests: Every request JSON received, in arrival order.
         headers: The headers of every request (to check what clients send).
         max_in_flight: Most requests handled at the same time so far.
+        script_errors: Exceptions the script raised (each answered with HTTP 500).
     """
 
     def __init__(
@@ -153,6 +154,7 @@ class ScriptedServer:
         self.model_name = model_name
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.script_errors: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -203,7 +205,12 @@ class ScriptedServer:
         replies = []
         for i in range(n):
             with self._script_lock:  # scripts may keep state (counters, RNG)
-                replies.append(_as_reply(self.script({**req, "_choice": i})))
+                try:
+                    replies.append(_as_reply(self.script({**req, "_choice": i})))
+                except Exception as exc:  # a broken script is a visible 500, not a dropped socket
+                    self.script_errors.append(f"{type(exc).__name__}: {exc}")
+                    body = {"error": {"message": f"script raised {type(exc).__name__}: {exc}", "type": "script_error"}}
+                    return 500, json.dumps(body).encode(), {}
         base = self.latency_s(req) if callable(self.latency_s) else self.latency_s
         delay = float(base) + max(r.delay_s for r in replies)
         if delay > 0:

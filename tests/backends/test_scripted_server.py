@@ -93,6 +93,16 @@ def test_http_protocol_status_latency_and_models():
     assert server.max_in_flight == 1 and len(server.requests) == 2
 
 
+def test_a_raising_script_is_an_http_500_with_the_reason():
+    def broken(req):
+        raise KeyError("oops")
+
+    with ScriptedServer(broken) as server:
+        r = httpx.post(server.url + "/chat/completions", json=chat([{"role": "user", "content": "q"}]))
+    assert r.status_code == 500 and "KeyError" in r.json()["error"]["message"]
+    assert server.script_errors == ["KeyError: 'oops'"]
+
+
 def test_unknown_script_names_and_modes_are_errors():
     with pytest.raises(ValueError, match="unknown garbage mode"):
         GarbageScript("nonsense")
