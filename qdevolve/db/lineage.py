@@ -195,7 +195,8 @@ def ancestry(store: LineageStore, program_id: str) -> list[dict[str, Any]]:
     for node, d in depth.items():  # breadth-first: depths never decrease
         item = _node(attrs[node])
         item["depth"] = d
-        item["parent_ids"] = [q for _, q in sorted(parents.get(node, ()))]
+        ps = parents.get(node)
+        item["parent_ids"] = [] if not ps else [ps[0][1]] if len(ps) == 1 else [q for _, q in sorted(ps)]
         out.append(item)
     return out
 
