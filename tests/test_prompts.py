@@ -71,6 +71,28 @@ def test_artifacts_are_truncated_keeping_the_tail_cleaned_and_redacted():
     assert render_artifacts(EvalResult(score=1.0), {}) == ""
 
 
+def test_max_artifact_bytes_caps_all_artifacts_together():
+    res = EvalResult(score=1.0, artifacts={"a": "x" * 500, "b": "y" * 500, "c": "z" * 500})
+    text = render_artifacts(res, {"max_artifact_bytes": 700})
+    assert "x" * 500 in text and "y" * 150 in text and "y" * 260 not in text and "zz" not in text
+    assert "## c\n[omitted: max_artifact_bytes reached]" in text
+
+
+def test_system_message_may_name_a_template(tmp_path):
+    (tmp_path / "my_system.txt").write_text("From a template.")
+    msgs = build_prompt(PARENT, RESULT, [], edit_format="diff", settings={"template_dir": str(tmp_path), "system_message": "my_system"})
+    assert msgs[0]["content"] == "From a template."
+    default = build_prompt(PARENT, RESULT, [], edit_format="diff", settings={"system_message": "system_message"})
+    assert default == build_prompt(PARENT, RESULT, [], edit_format="diff")
+    assert build_prompt(PARENT, RESULT, [], edit_format="diff", settings={"system_message": "Optimise."})[0]["content"] == "Optimise."
+
+
+def test_all_given_inspirations_are_shown_unless_limited():
+    insp = [(Program(code=f"v = {i}\n"), EvalResult(score=float(i))) for i in range(5)]
+    assert user(build_prompt(PARENT, RESULT, insp, edit_format="diff")).count("## Program ") == 5
+    assert user(build_prompt(PARENT, RESULT, insp, edit_format="diff", settings={"num_inspirations": 2})).count("## Program ") == 2
+
+
 def test_truncate_middle():
     assert truncate_middle("abc", 10) == "abc"
     out = truncate_middle("a" * 100 + "b" * 100, 40)

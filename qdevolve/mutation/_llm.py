@@ -4,7 +4,8 @@
 :class:`GenerationRequest` with ``n = context.n`` and parses every completion with the
 subclass's :meth:`LLMMutation.parse`. Nothing the model or the server does raises: a failed
 request, an empty or oversized reply, a reply that does not parse, edits outside the
-EVOLVE-BLOCK regions or a child that is not valid Python all become a candidate with
+EVOLVE-BLOCK regions, a child longer than ``settings["max_code_length"]`` or a child that
+is not valid Python all become a candidate with
 ``code=None``, the reason in ``error`` and the reply in ``raw``.
 """
 
@@ -118,7 +119,8 @@ class LLMMutation:
                 setattr(req, key, getattr(self, key))
         prompt_text = req.text()
         group = new_id()
-        common = {"prompt": prompt_text, "prompt_hash": phash, "group_id": group}
+        common: dict[str, Any] = {"prompt": prompt_text, "prompt_hash": phash, "group_id": group}
+        limit = {**self.settings, **(context.settings or {})}.get("max_code_length")
         try:
             results = await backend.generate([req])
             completions: list[Completion] = list(results[0]) if results else []
@@ -127,9 +129,10 @@ class LLMMutation:
             return [self._failed(parent, others, reason, **common) for _ in range(n)]
         if not completions:
             return [self._failed(parent, others, "backend returned no completions", **common)]
-        return [self._candidate(parent, others, c, common) for c in completions]
+        return [self._candidate(parent, others, c, common, limit) for c in completions]
 
-    def _candidate(self, parent: Program, others: list[Program], comp: Completion, common: dict[str, Any]) -> Candidate:
+    def _candidate(self, parent: Program, others: list[Program], comp: Completion, common: dict[str, Any],
+                   max_code_length: int | None = None) -> Candidate:
         text = comp.text or ""
         meta: dict[str, Any] = {"model": comp.model, "finish_reason": comp.finish_reason}
         kw = {**common, "completion": comp, "raw": text, "metadata": meta}
@@ -143,6 +146,8 @@ class LLMMutation:
         try:
             code, extra = self.parse(text, parent, others)
             check_syntax(code, parent.language)
+            if max_code_length and len(code) > int(max_code_length):
+                raise ParseError(f"child is {len(code)} characters, over max_code_length={max_code_length}")
         except ParseError as exc:
             reason = str(exc)
             if comp.finish_reason == "length":

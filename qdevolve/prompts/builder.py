@@ -6,7 +6,8 @@ message* rendered from a template for the edit format (``diff``, ``rewrite``,
 
 ``{language}``, ``{current_program}``, ``{metrics}``, ``{fitness_score}``, ``{artifacts}``
 (stderr, tracebacks and evaluator feedback of the parent's evaluation, ANSI-stripped,
-secret-looking strings redacted, each truncated to ``max_artifact_chars``),
+secret-looking strings redacted, each truncated to ``max_artifact_chars``, all together to
+``max_artifact_bytes`` characters when set),
 ``{evolution_history}`` (inspirations: other archive programs with their scores),
 ``{second_program}`` / ``{second_metrics}`` (crossover). Unknown placeholders render empty,
 so OpenEvolve template directories (``diff_user.txt``, ``full_rewrite_user.txt``,
@@ -15,7 +16,7 @@ so OpenEvolve template directories (``diff_user.txt``, ``full_rewrite_user.txt``
 Templates are looked up, first match wins, in ``settings["templates"][name]`` (text),
 ``settings["template_dir"]/<name>.txt``, ``settings["example_dir"]/prompts/<name>.txt``, and
 the defaults shipped in ``qdevolve/prompts/templates``. ``settings["system_message"]``
-(text) overrides the system template.
+overrides the system template: its text, or (as in OpenEvolve configs) a template name.
 """
 
 from __future__ import annotations
@@ -99,8 +100,16 @@ def render_artifacts(result: EvalResult | None, settings: dict[str, Any]) -> str
     parts = ["\n# Feedback from the evaluation of the current program"]
     if not result.ok:
         parts.append(f"Status: {result.status}" + (f" ({result.error})" if result.error else ""))
+    total = settings.get("max_artifact_bytes")
+    budget = int(total) if total is not None else None
     for key, value in items:
         body = truncate_middle(_clean(str(value), settings.get("redact_artifacts", True)), limit)
+        if budget is not None:
+            if budget <= 0:
+                parts.append(f"## {key}\n[omitted: max_artifact_bytes reached]")
+                continue
+            body = truncate_middle(body, budget)
+            budget -= len(body)
         parts.append(f"## {key}\n```\n{body.rstrip()}\n```")
     return "\n".join(parts) + "\n"
 
@@ -124,7 +133,8 @@ def render_metrics(result: EvalResult | None) -> str:
 
 
 def _inspirations(items: list[tuple[Program, EvalResult]], settings: dict[str, Any], language: str) -> str:
-    k = int(settings.get("num_inspirations", 3))
+    k = settings.get("num_inspirations")
+    k = len(items) if k is None else int(k)
     if k <= 0 or not items:
         return ""
     limit = int(settings.get("max_inspiration_chars", 4000))
@@ -185,6 +195,11 @@ def build_prompt(
     system = settings.get("system_message")
     if system is None:
         system = load_template("system_message", settings)
+    elif re.fullmatch(r"[\w.-]+", str(system)):  # OpenEvolve style: the name of a template
+        try:
+            system = load_template(str(system), settings)
+        except ConfigError:
+            pass  # a one-word literal message
     try:
         user = load_template(name, settings).format_map(values)
         system = str(system).format_map(values) if "{" in str(system) else str(system)

@@ -143,6 +143,14 @@ def test_every_garbage_mode_is_a_failed_candidate_with_a_reason(mode):
     assert c.prompt_hash and c.completion is not None
 
 
+def test_children_over_max_code_length_fail():
+    parent = Program(code=CIRCLE_PACKING)
+    with ScriptedServer(ScriptedModel()) as server:
+        backend = OpenAIBackend(api_base=server.url, model="scripted")
+        (c,) = propose(DiffMutation(), parent, backend, settings={"max_code_length": 200})
+    assert c.code is None and "over max_code_length=200" in c.error and c.error.startswith("child is ")
+
+
 def test_backend_that_raises_gives_failed_candidates():
     class Broken:
         async def generate(self, requests):
