@@ -107,3 +107,29 @@ def test_sigkill_mid_batch_leaves_only_whole_batches(tmp_path: Path) -> None:
         assert int(state) == len(per_batch) - 1  # run state committed with its batch
     finally:
         con.close()
+
+
+def _child_write(store: object, run_id: str, n: int) -> None:
+    from qdevolve.types import Program
+
+    store.write(programs=[Program(code=f"child {i}\n", run_id=run_id) for i in range(n)])  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_can_use_the_parents_store(tmp_path: Path) -> None:
+    import multiprocessing as mp
+
+    from qdevolve.db.store import LineageStore
+    from qdevolve.types import Program
+
+    store = LineageStore(tmp_path / "fork.sqlite", create=True)
+    rid = store.create_run(name="fork")
+    store.write(programs=[Program(code="parent\n", run_id=rid)])  # the pool now holds a connection
+    procs = [mp.get_context("fork").Process(target=_child_write, args=(store, rid, 100)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    store.write(programs=[Program(code=f"parent {i}\n", run_id=rid) for i in range(100)])
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert store.count_programs(rid) == 401
+    store.close()
