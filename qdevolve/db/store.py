@@ -315,11 +315,15 @@ class LineageStore:
                 None if r.tests is None else dumps(r.tests), dumps(r.features),
                 dumps(r.artifacts), r.error, r.runtime_s, r.peak_memory_mb, sandbox, now))
         if any(not row[1] for row in eval_rows):
-            eval_rows = self._fill_run_ids(eval_rows)
+            eval_rows = self._fill_run_ids(eval_rows, 0, 1, "evaluation")
         event_rows = [(
             ev.run_id or run_of.get(ev.program_id) or run_id, ev.program_id, ev.archive, ev.island,
             ev.cell, ev.kind, ev.replaced_id, ev.score, dumps(ev.data), ev.created_at)
             for ev in events]
+        if any(not row[0] for row in event_rows):
+            event_rows = self._fill_run_ids(event_rows, 1, 0, "archive event")
+        if any(not row[4] for row in edge_rows):
+            edge_rows = self._fill_run_ids(edge_rows, 1, 4, "edge")
         rollout_rows = [(
             r.id, r.run_id or run_id, r.program_id, r.group_id, r.policy_version, r.prompt,
             r.completion, dumps(r.prompt_token_ids), dumps(r.token_ids), dumps(r.logprobs),
@@ -353,8 +357,10 @@ class LineageStore:
         sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
         c.exec_driver_sql(sql, rows)
 
-    def _fill_run_ids(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        ids = sorted({r[0] for r in rows if not r[1]})
+    def _fill_run_ids(self, rows: list[tuple[Any, ...]], pid_at: int, run_at: int,
+                      what: str) -> list[tuple[Any, ...]]:
+        """Fill a missing run id from the program the row refers to (already stored)."""
+        ids = sorted({r[pid_at] for r in rows if not r[run_at]})
         found: dict[str, str] = {}
         with self._connect() as c:
             for i in range(0, len(ids), 500):
@@ -362,10 +368,10 @@ class LineageStore:
                                        .where(S.programs.c.id.in_(ids[i:i + 500]))).all())
         out = []
         for r in rows:
-            if not r[1]:
-                if r[0] not in found:
-                    raise DatabaseError(f"{self.name}: evaluation for unknown program id {r[0]}")
-                r = (r[0], found[r[0]], *r[2:])
+            if not r[run_at]:
+                if r[pid_at] not in found:
+                    raise DatabaseError(f"{self.name}: {what} for unknown program id {r[pid_at]}")
+                r = (*r[:run_at], found[r[pid_at]], *r[run_at + 1:])
             out.append(r)
         return out
 

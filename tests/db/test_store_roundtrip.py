@@ -116,3 +116,19 @@ def test_nonfinite_score_and_numpy_values(store: LineageStore) -> None:
     store.write(programs=[p], evaluations=[(p.id, EvalResult(score=math.inf, metrics={"x": np.float64(2.0)}))])
     assert store.get_evaluation(p.id).score is None
     assert store.get_program(p.id).metadata == {"v": 1.5, "i": 3}
+
+
+def test_rows_without_run_id_take_their_programs_run(store: LineageStore) -> None:
+    from qdevolve.db.lineage import run_graph
+
+    rid = _run(store)
+    a, b = Program(code="a\n", run_id=rid), Program(code="b\n", run_id=rid)
+    store.write(programs=[a, b])
+    store.write(edges=[(a.id, b.id, "inspiration")],
+                events=[ArchiveEvent(program_id=b.id, kind="added", archive="dgm")],
+                evaluations=[(b.id, EvalResult(score=1.0))])
+    assert run_graph(store, rid).edges[a.id, b.id]["role"] == "inspiration"
+    assert [e.program_id for e in store.archive_events(rid)] == [b.id]
+    assert store.count_evaluations(rid) == 1
+    with pytest.raises(DatabaseError, match="edge for unknown program id"):
+        store.write(edges=[(a.id, "missing" * 4, "inspiration")])
