@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = [
     "write_graphml",
     "write_dot",
     "node_link",
+    "parent_ids",
 ]
 
 GENEALOGY = ("mutation", "crossover", "migration")
@@ -307,8 +309,12 @@ def node_link(graph: nx.DiGraph) -> dict[str, Any]:
 _XML_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
 
 
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
 def _xml(v: Any) -> str:
-    return str(v).translate(_XML_ESC)
+    """Escaped XML text; characters XML 1.0 forbids become U+FFFD."""
+    return _XML_INVALID.sub("\ufffd", str(v).translate(_XML_ESC))
 
 
 def _graphml_types(items: Iterable[dict[str, Any]]) -> dict[str, str]:

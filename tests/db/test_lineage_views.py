@@ -149,3 +149,16 @@ def test_exports_read_back(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown export format"):
         L.export(g, tmp_path / "g.xyz", "xyz")
     store.close()
+
+
+def test_graphml_escapes_awkward_text(tmp_path: Path) -> None:
+    store = LineageStore(tmp_path / "esc.sqlite", create=True)
+    rid = store.create_run(name="esc")
+    p = Program(code="x\n", run_id=rid, operator='a<b>&"c"\x01')
+    store.write(programs=[p])
+    g = L.run_graph(store, rid)
+    L.export(g, tmp_path / "esc.graphml", "graphml")
+    assert nx.read_graphml(tmp_path / "esc.graphml").nodes[p.id]["operator"] == 'a<b>&"c"\ufffd'
+    L.export(g, tmp_path / "esc.dot", "dot")
+    assert 'operator="a<b>&\\"c\\"' in (tmp_path / "esc.dot").read_text()
+    store.close()
