@@ -1,0 +1,130 @@
+"""Tasks: verifiers, keys, the safe DSL evaluator, prompt design, the runner's groups and metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from qdevolve.errors import ConfigError
+from qdevolve.rl.tasks import BanditTask, ExprDSLTask, MultiAnswerTask, Task, get_task
+from qdevolve.rl.tasks.expr_dsl import (
+    DSLError,
+    evaluate,
+    expression_pool,
+    parse,
+    semantic_key,
+    strategy_key,
+)
+from qdevolve.rl.tasks.multi_answer import parse_prompt, solutions
+
+
+@pytest.mark.parametrize("name", ["bandit", "multi_answer", "expr_dsl"])
+def test_tasks_follow_protocol(name: str) -> None:
+    task = get_task(name)
+    assert isinstance(task, Task)
+    assert task.prompts("train")
+    ex = task.sft_examples(np.random.default_rng(0), 20)
+    assert len(ex) == 20 and all(set(p + a) <= set(task.alphabet) for p, a in ex)
+
+
+def test_unknown_task() -> None:
+    with pytest.raises(ConfigError, match="available"):
+        get_task("nope")
+
+
+def test_bandit_outcomes_and_skew() -> None:
+    t = BanditTask()
+    p = t.base_probs()
+    assert p.shape == (16,) and p.sum() == pytest.approx(1.0) and p[:8].sum() == pytest.approx(0.5)
+    assert np.all(np.diff(p[:8]) < 0)  # Zipf-skewed over correct outcomes
+    assert np.allclose(np.exp(t.base_logits()) / np.exp(t.base_logits()).sum(), p)
+    assert t.verify("bandit:", "3").correct and not t.verify("bandit:", "12").correct
+    assert t.verify("bandit:", "99").outcome is None
+
+
+def test_multi_answer_verifier_and_bands() -> None:
+    t = MultiAnswerTask()
+    counts = [t.n_solutions(p) for p in t.prompts()]
+    assert max(counts) >= 60 and min(counts) <= 3  # broad to nearly unique
+    assert set(t.prompts()).isdisjoint(t.prompts("test"))
+    m, r, s = parse_prompt("m=7 r=3 s=12:")
+    assert (m, r, s) == (7, 3, 12)
+    sol = solutions(7, 3, 12)
+    assert all(n % 7 == 3 and sum(map(int, str(n))) == 12 for n in sol)
+    brute = [n for n in range(100, 1000) if n % 7 == 3 and sum(int(c) for c in str(n)) == 12]
+    assert list(sol) == brute
+    v = t.verify("m=7 r=3 s=12:", str(sol[0]))
+    assert v.correct and v.reward == 1.0 and v.outcome == str(sol[0]) and v.strategy == str(sol[0])[0]
+    wrong = t.verify("m=7 r=3 s=12:", "101")
+    assert not wrong.correct and wrong.tests.tolist() == [float(101 % 7 == 3), 0.0]
+    assert t.verify("m=7 r=3:", "012").outcome is None and t.verify("m=7 r=3:", "12").reward == 0.0
+    assert len(t.answer_space("m=7 r=3:")) == 900
+
+
+def test_dsl_evaluator_is_pure_and_safe() -> None:
+    assert evaluate("2*x+2", 5) == 12
+    assert evaluate("(x+1)*(x+1)", 2) == 9
+    assert evaluate("x-x-1", 4) == -1  # left associative
+    assert evaluate("3-(x-1)", 4) == 0
+    for bad in ["__import__('os')", "x**2", "x/2", "(x+1", "x+", "", "2x", "4"]:
+        with pytest.raises(DSLError):
+            parse(bad)
+    with pytest.raises(DSLError):
+        parse("(" * 30 + "x" + ")" * 30)
+    with pytest.raises(DSLError, match="range"):
+        evaluate("x*x*x*x*x*x*x*x*x*x*x*x*x*x*x*x", 10**3)
+    assert semantic_key("x+x+2") == semantic_key("2*x+2") == semantic_key("(x+1)*2")
+    assert strategy_key("x+x+2") != strategy_key("(x+1)*2")
+
+
+def test_expr_dsl_keys_and_partial_credit_tasks() -> None:
+    t = ExprDSLTask()
+    prompt = t.prompts()[0]  # 2*x+2
+    a, b = t.verify(prompt, "2*x+2"), t.verify(prompt, "(x+1)*2")
+    assert a.correct and b.correct and a.semantic == b.semantic and a.outcome != b.outcome
+    bad = t.verify(prompt, "x+(")
+    assert bad.reward == 0.0 and bad.outcome is None
+    # mixed tasks: no pool program passes every test, but programs pass different subsets
+    pool = [e for exprs in expression_pool().values() for e in exprs]
+    mixed = t.prompts()[12:]
+    assert len(mixed) == 4
+    for p in mixed:
+        verdicts = [t.verify(p, e) for e in pool]
+        assert not any(v.correct for v in verdicts)
+        vecs = {tuple(v.tests) for v in verdicts if v.reward >= 0.6}
+        assert len(vecs) >= 2
+    for p in t.prompts()[:12]:
+        assert any(t.verify(p, e).correct for e in t.good_programs(p.rstrip(":")))
+
+
+def test_expr_dsl_multi_candidate_verdict() -> None:
+    t = ExprDSLTask(candidates=3)
+    prompt = t.prompts()[12]
+    assert prompt.endswith("#3:") and t.max_new_tokens == 30
+    v = t.verify(prompt, "x*x;2*x;x")
+    assert v.candidates.shape == (3, 5) and len(v.candidate_keys) == 3
+    assert v.tests.tolist() == v.candidates.max(axis=0).tolist()
+    assert v.reward == pytest.approx(v.candidates.mean(axis=1).max())
+    short = t.verify(prompt, "x")
+    assert short.candidates.shape == (3, 5) and short.candidates[1:].sum() == 0
+
+
+def test_runner_groups_and_summary_on_a_tiny_model() -> None:
+    from qdevolve.rl.tasks.runner import evaluate_policy, make_groups, summarize
+    from qdevolve.rl.tiny import build_model, build_tokenizer
+
+    task = BanditTask()
+    tok = build_tokenizer(task.alphabet)
+    model = build_model(tok, n_embd=32, n_layer=1, n_head=2, n_positions=16, seed=0)
+    groups = make_groups(task, model, tok, task.prompts(), 6, generator=torch.Generator().manual_seed(0))
+    g = groups[0]
+    assert g.size == 6 and g.reward_vectors.shape == (6, 1) and len(g.outcome_keys) == 6
+    evals = evaluate_policy(task, model, tok, n=32)
+    e = evals[0]
+    assert e.probs.shape == (16,) and 0 < e.probs.sum() <= 1.0 + 1e-9
+    res = summarize(evals, evals, ks=(1, 4, 32))
+    assert res["pass@1"] == pytest.approx(e.probs[:8].sum())
+    assert res["pass@4"] == pytest.approx(1 - (1 - e.probs[:8].sum()) ** 4)
+    assert res["prompts_lost"] == 0.0 and res["support_lost"] == 0.0
+    assert res["D_32"] == len(e.correct_outcomes) <= 8
