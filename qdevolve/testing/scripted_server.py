@@ -261,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout-delay", type=float, default=30.0, help="seconds 'timeout' replies stall")
     args = p.parse_args(argv)
-    server = ScriptedServer(make_script(args.script, seed=args.seed), latency_s=args.latency, port=args.port)
+    script = make_script(args.script, seed=args.seed, timeout_delay_s=args.timeout_delay)
+    server = ScriptedServer(script, latency_s=args.latency, port=args.port)
     print(f"URL {server.url}", flush=True)
     try:
         server._httpd.serve_forever()
