@@ -37,10 +37,17 @@ _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 def _logprobs_of(choice: dict[str, Any]) -> tuple[list[float], list[int]]:
     """Per-token log-probs (and token ids when the server encodes them) of one choice.
 
-    vLLM with ``return_tokens_as_token_ids`` names tokens ``token_id:<id>``; other servers
-    give only the token text, so ids stay empty.
+    Reads the chat format (``logprobs.content[i].logprob``) and the completions format
+    (``logprobs.token_logprobs[i]``). vLLM with ``return_tokens_as_token_ids`` names tokens
+    ``token_id:<id>``; other servers give only the token text, so ids stay empty.
     """
-    content = ((choice.get("logprobs") or {}).get("content")) or []
+    block = choice.get("logprobs") or {}
+    if isinstance(block.get("token_logprobs"), list):  # the /completions format
+        lps = [float(x) if x is not None else 0.0 for x in block["token_logprobs"]]
+        toks = [_TOKEN_ID.match(str(t)) for t in block.get("tokens") or []]
+        ids = [int(m.group(1)) for m in toks if m] if toks and all(toks) else []
+        return lps, ids
+    content = block.get("content") or []
     lps = [float(t.get("logprob", 0.0)) for t in content if isinstance(t, dict)]
     ids = []
     for t in content:

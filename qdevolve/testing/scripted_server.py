@@ -234,8 +234,10 @@ class ScriptedServer:
                 choice["message"] = {"role": "assistant", "content": r.text}
             else:
                 choice["text"] = r.text
-            if req.get("logprobs"):
+            if req.get("logprobs") and chat:
                 choice["logprobs"] = {"content": [{"token": t, "logprob": -0.25, "top_logprobs": []} for t in toks]}
+            elif req.get("logprobs"):
+                choice["logprobs"] = {"tokens": toks, "token_logprobs": [-0.25] * len(toks)}
             choices.append(choice)
         body = {
             "id": cid,

@@ -11,7 +11,7 @@ import pytest
 
 from qdevolve import registry
 from qdevolve.backends.base import Completion, GenerationRequest
-from qdevolve.backends.openai_backend import OpenAIBackend
+from qdevolve.backends.openai_backend import OpenAIBackend, parse_chat_response
 from qdevolve.testing import FailFirst, Reply, ScriptedServer
 
 
@@ -201,3 +201,15 @@ def test_prompt_requests_use_the_completions_endpoint():
     with ScriptedServer(lambda r: "continued") as server:
         out = run(OpenAIBackend(api_base=server.url, model="m"), [GenerationRequest(prompt="def f():")])
     assert out[0][0].text == "continued" and server.requests[0]["prompt"] == "def f():"
+
+
+def test_completions_endpoint_logprobs_and_vllm_token_ids():
+    with ScriptedServer(lambda r: "abcdefgh") as server:
+        out = run(OpenAIBackend(api_base=server.url, model="m", logprobs=True), [GenerationRequest(prompt="p")])
+    assert server.requests[0]["logprobs"] == 1 and out[0][0].logprobs == [-0.25, -0.25]
+    body = {"choices": [{"message": {"content": "hi"}, "finish_reason": "length", "logprobs": {"content": [
+        {"token": "token_id:17", "logprob": -0.5}, {"token": "token_id:4", "logprob": -1.5}]}}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2}}
+    (c,) = parse_chat_response(body, model="m", latency_s=0.0)
+    assert c.token_ids == [17, 4] and c.logprobs == [-0.5, -1.5] and c.finish_reason == "length"
+    assert c.prompt_tokens == 9 and c.completion_tokens == 2
