@@ -266,18 +266,31 @@ class FailFirst:
 
 
 class Cycle:
-    """Replies from ``scripts`` in turn (call ``i`` uses ``scripts[i % len(scripts)]``)."""
+    """Replies from ``scripts`` in turn (call ``i`` uses ``scripts[i % len(scripts)]``).
 
-    def __init__(self, scripts: list[Callable[[dict[str, Any]], str | Reply]]) -> None:
+    With ``sticky`` (the default) a request repeated verbatim, as a client retry is, goes
+    to the script that answered it first, so a retried HTTP 500 or timeout fails again and
+    the failure reaches the caller instead of being hidden by the next script in the cycle.
+    """
+
+    def __init__(self, scripts: list[Callable[[dict[str, Any]], str | Reply]], *, sticky: bool = True) -> None:
         if not scripts:
             raise ValueError("Cycle needs at least one script")
         self.scripts = scripts
+        self.sticky = sticky
         self.i = 0
+        self._seen: dict[str, int] = {}
 
     def __call__(self, req: dict[str, Any]) -> str | Reply:
-        s = self.scripts[self.i % len(self.scripts)]
-        self.i += 1
-        return s(req)
+        key = json.dumps(req, sort_keys=True, default=str) if self.sticky else ""
+        if key in self._seen:
+            k = self._seen[key]
+        else:
+            k = self.i % len(self.scripts)
+            self.i += 1
+            if self.sticky:
+                self._seen[key] = k
+        return self.scripts[k](req)
 
 
 def make_script(name: str, *, seed: int = 0, timeout_delay_s: float = 30.0) -> Callable[[dict[str, Any]], str | Reply]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
 import httpx
 import pytest
 
+from qdevolve.backends.base import GenerationRequest
+from qdevolve.backends.openai_backend import OpenAIBackend
 from qdevolve.mutation.blocks import edits_inside_blocks
 from qdevolve.mutation.diff import apply_diff, parse_diff
 from qdevolve.mutation.rewrite import code_from_reply, splice_into
@@ -70,9 +73,29 @@ def test_scripted_model_is_deterministic_given_its_seed():
     assert len({ScriptedModel(seed=s)(msgs) for s in range(6)}) > 1
 
 
-def test_cycle_alternates_scripts():
+def test_cycle_alternates_scripts_and_sends_retries_to_the_same_script():
     cyc = Cycle([lambda r: "a", lambda r: "b"])
-    assert [cyc({}) for _ in range(3)] == ["a", "b", "a"]
+    assert [cyc({"q": i}) for i in range(3)] == ["a", "b", "a"]
+    assert cyc({"q": 1}) == "b" and cyc({"q": 3}) == "b"
+    plain = Cycle([lambda r: "a", lambda r: "b"], sticky=False)
+    assert [plain({}) for _ in range(3)] == ["a", "b", "a"]
+
+
+def test_mixed_script_failures_survive_client_retries():
+    with ScriptedServer(make_script("mixed", timeout_delay_s=1.0)) as server:
+        backend = OpenAIBackend(api_base=server.url, model="scripted", timeout_s=0.4, retries=2, retry_base_s=0.01)
+
+        async def go():
+            outs = []
+            for i in range(18):  # one full cycle: valid, garbage, valid, garbage...
+                msgs = build_prompt(PARENT, EvalResult(score=float(i)), [], edit_format="diff")
+                outs.append((await backend.generate([GenerationRequest(messages=msgs, seed=i)]))[0][0])
+            await backend.aclose()
+            return outs
+
+        outs = asyncio.run(go())
+    errors = [c.error for c in outs if c.error]
+    assert any("HTTP 500" in e for e in errors) and any("timed out" in e for e in errors)
 
 
 def test_http_protocol_status_latency_and_models():
