@@ -2,7 +2,8 @@
 
 Only the EVOLVE-BLOCK regions of the reply are taken; they are spliced into the parent's
 fixed skeleton (so a rewrite cannot change code outside the regions). The reply must keep
-the parent's number of regions. A parent without markers is evolvable as a whole and the
+the parent's number of regions; a reply that dropped the marker lines of a one-region parent
+but repeats the skeleton around the region unchanged is accepted too. A parent without markers is evolvable as a whole and the
 reply's code replaces it. When a reply has several fenced blocks, the longest one in the
 program's language (or untagged) is used.
 """
@@ -37,6 +38,44 @@ def code_from_reply(reply: str, language: str) -> str:
     return max(chosen, key=len)
 
 
+def _body_between_skeleton(parent_code: str, new_code: str) -> str | None:
+    """The region body of a marker-less reply that repeats the parent's skeleton around it.
+
+    The reply must start with the parent's lines before ``EVOLVE-BLOCK-START`` and end with
+    its lines after ``EVOLVE-BLOCK-END`` (compared without trailing whitespace, leading and
+    trailing blank lines ignored); what lies between is the new body. ``None`` otherwise.
+    """
+    plines = parent_code.split("\n")
+    s_idx = next(i for i, ln in enumerate(plines) if START in ln)
+    e_idx = next(i for i, ln in enumerate(plines) if END in ln)
+
+    def trim(lines: list[str]) -> list[str]:
+        lines = [ln.rstrip() for ln in lines]
+        while lines and not lines[0]:
+            lines.pop(0)
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    prefix, suffix = trim(plines[:s_idx]), trim(plines[e_idx + 1:])
+    raw = new_code.split("\n")
+    lines = [ln.rstrip() for ln in raw]
+    lo = 0
+    while lo < len(lines) and not lines[lo]:
+        lo += 1
+    hi = len(lines)
+    while hi > lo and not lines[hi - 1]:
+        hi -= 1
+    if lines[lo:lo + len(prefix)] != prefix or (suffix and lines[hi - len(suffix):hi] != suffix):
+        return None
+    middle = raw[lo + len(prefix):hi - len(suffix)]
+    while middle and not middle[0].strip():
+        middle.pop(0)
+    while middle and not middle[-1].strip():
+        middle.pop()
+    return "\n".join(middle) + "\n" if middle else None
+
+
 def splice_into(parent_code: str, new_code: str) -> str:
     """The parent's skeleton with the regions of ``new_code`` spliced in.
 
@@ -51,10 +90,13 @@ def splice_into(parent_code: str, new_code: str) -> str:
     if not parent_marked:
         return new_code if new_code.endswith("\n") or not parent_code.endswith("\n") else new_code + "\n"
     if START not in new_code:
-        raise ParseError(
-            f"the reply has no EVOLVE-BLOCK markers; the parent has {len(pblocks)} region(s) "
-            "and only code between the markers is used"
-        )
+        body = _body_between_skeleton(parent_code, new_code) if len(pblocks) == 1 else None
+        if body is None:
+            raise ParseError(
+                f"the reply has no EVOLVE-BLOCK markers; the parent has {len(pblocks)} region(s) "
+                "and only code between the markers is used"
+            )
+        return splice_blocks(parent_code, [body])
     try:
         nblocks = find_blocks(new_code)
     except ValueError as exc:

@@ -53,6 +53,15 @@ def test_bad_rewrites_fail_with_reason(reply, reason):
         check_syntax(code, "python")
 
 
+def test_reply_without_markers_but_with_the_skeleton_is_accepted():
+    reply = fenced("import math\n\ndef f():\n    return 5\n\nprint(f())\n")
+    child, _ = RewriteMutation().parse(reply, Program(code=CODE), [])
+    assert child == CODE.replace("return 1", "return 5")
+    changed_skeleton = fenced("import os\n\ndef f():\n    return 5\n\nprint(f())\n")
+    with pytest.raises(ParseError, match="has no EVOLVE-BLOCK markers"):
+        RewriteMutation().parse(changed_skeleton, Program(code=CODE), [])
+
+
 def test_parent_without_markers_is_replaced_whole():
     child, _ = RewriteMutation().parse(fenced("x = 2\n"), Program(code="x = 1\n"), [])
     assert child == "x = 2\n"
