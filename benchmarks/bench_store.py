@@ -109,6 +109,47 @@ def bench(n: int, batch: int, chain: int, workdir: Path) -> list[tuple[str, str,
     return rows
 
 
+def bench_postgres(url: str, n: int, batch: int, chain: int) -> list[tuple[str, str, str, str]]:
+    """The insert, ancestry and graph figures on PostgreSQL (the database is emptied first)."""
+    from sqlalchemy import create_engine
+
+    from qdevolve.db import schema as S
+
+    eng = create_engine(url)
+    S.metadata.drop_all(eng)
+    eng.dispose()
+    store = LineageStore(url, create=True)
+    rid = store.create_run(name="bench")
+    progs, results = build_programs(rid, n)
+    with _Clock() as ck:
+        for i in range(0, n, batch):
+            store.write(programs=progs[i:i + batch],
+                        evaluations=[(p.id, r) for p, r in zip(progs[i:i + batch], results[i:i + batch], strict=True)])
+    rows = [(f"PostgreSQL: insert {n:,} programs + edges + evaluations (batches of {batch:,})",
+             f"{n / ck.wall:,.0f} programs/s", "-", f"{ck.wall:.2f} s wall; {ck.cpu:.2f} s client CPU")]
+    crid = store.create_run(name="chain")
+    cprogs, prev = [], ()
+    for i in range(chain):
+        p = Program(code=f"v = {i}\n", run_id=crid, parent_ids=prev, generation=i)
+        cprogs.append(p)
+        prev = (p.id,)
+    store.write(programs=cprogs)
+    walls = []
+    for _ in range(7):
+        with _Clock() as ck:
+            L.ancestry(store, cprogs[-1].id)
+        walls.append(ck.wall)
+    rows.append((f"PostgreSQL: ancestry of a {chain:,}-deep chain (median of 7)",
+                 f"{statistics.median(walls) * 1000:.1f} ms", "-", f"min {min(walls) * 1000:.1f} ms"))
+    with _Clock() as ck:
+        g = L.run_graph(store, rid)
+    rows.append((f"PostgreSQL: networkx DiGraph of the {n:,}-program run", f"{ck.wall:.2f} s", "-",
+                 f"{g.number_of_nodes():,} nodes"))
+    S.metadata.drop_all(store.engine)
+    store.close()
+    return rows
+
+
 def table(rows: list[tuple[str, str, str, str]]) -> str:
     lines = ["| measurement | result | goal | notes |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
@@ -121,24 +162,36 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=5_000, help="programs per write() transaction")
     ap.add_argument("--chain", type=int, default=5_000, help="depth of the ancestry chain")
     ap.add_argument("--out", type=Path, default=None, help="also write a markdown report here")
+    ap.add_argument("--pg", default=os.environ.get("QDEVOLVE_BENCH_PG_URL"),
+                    help="also measure this PostgreSQL URL (its qdevolve tables are dropped!)")
+    ap.add_argument("--pg-n", type=int, default=20_000, help="programs for the PostgreSQL run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="qdevolve-bench-") as d:
         rows = bench(args.n, args.batch, args.chain, Path(d))
+    if args.pg:
+        rows += bench_postgres(args.pg, args.pg_n, args.batch, args.chain)
     text = table(rows)
     print(text)
     if args.out:
-        cmd = "python benchmarks/bench_store.py " + " ".join(sys.argv[1:])
+        argv = [a.replace(args.pg, "URL") if args.pg else a for a in sys.argv[1:]]  # no credentials
+        cmd = "python benchmarks/bench_store.py " + " ".join(argv)
         machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
         try:
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         except OSError:
             load = "?"
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(
-            f"# Lineage store benchmark\n\n{text}\n\n"
-            f"- command: `{cmd}`\n- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
-            f"- machine: {machine}; load average at the end {load} (shared machine)\n"
-            f"- SQLite {__import__('sqlite3').sqlite_version}, WAL, synchronous=NORMAL\n")
+        if not args.out.exists():
+            args.out.write_text(
+                "# Lineage store benchmark\n\nEach run of `benchmarks/bench_store.py --out` appends a "
+                "section. Wall times on a shared machine move with its load; the CPU-time notes are "
+                "the steadier figures.\n")
+        with args.out.open("a") as fh:
+            fh.write(
+                f"\n## {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n\n{text}\n\n"
+                f"- command: `{cmd}`\n"
+                f"- machine: {machine}; load average at the end {load} (shared machine)\n"
+                f"- SQLite {__import__('sqlite3').sqlite_version}, WAL, synchronous=NORMAL\n")
 
 
 if __name__ == "__main__":
