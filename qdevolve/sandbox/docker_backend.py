@@ -225,6 +225,11 @@ class DockerSandbox:
         start = time.monotonic()
         try:
             box = self._box(limits)
+            if self.warm:
+                box.container.reload()
+                if box.container.status != "running":  # died since its last evaluation
+                    self._discard(box)
+                    box = self._box(limits)
         except Exception as exc:  # noqa: BLE001 - engine trouble, not the program's doing
             return EvalResult(status="error", error=f"docker sandbox failed to start a container: {exc}",
                               runtime_s=time.monotonic() - start)
