@@ -42,6 +42,7 @@ __all__ = [
     "ArchiveBase",
     "EmptyArchiveError",
     "FeatureRanges",
+    "PointCache",
     "DEFAULT_FEATURES",
     "admissible_score",
     "projected_coverage",
@@ -120,10 +121,13 @@ class FeatureRanges:
 
     def normalize(self, features: Mapping[str, float]) -> np.ndarray:
         """Features scaled to [0, 1] (clipped); 0.5 on a dimension whose range is a point."""
-        v = self.vector(features)
+        return self.normalize_matrix(self.vector(features))
+
+    def normalize_matrix(self, raw: np.ndarray) -> np.ndarray:
+        """Rows (or one vector) of raw feature values scaled like :meth:`normalize`."""
         width = self.hi - self.lo
         ok = np.isfinite(width) & (width > 0)
-        out = np.where(ok, (v - self.lo) / np.where(ok, width, 1.0), 0.5)
+        out = np.where(ok, (raw - self.lo) / np.where(ok, width, 1.0), 0.5)
         return np.clip(out, 0.0, 1.0)
 
     def state(self) -> dict[str, list[float | None]]:
@@ -131,6 +135,33 @@ class FeatureRanges:
             return float(x) if math.isfinite(x) else None
 
         return {n: [f(self.lo[i]), f(self.hi[i])] for i, n in enumerate(self.dimensions)}
+
+
+class PointCache:
+    """Raw feature vectors of the elites, kept in the archive's insertion order."""
+
+    def __init__(self, dim: int) -> None:
+        self.ids: list[str] = []
+        self._data = np.zeros((16, dim))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def raw(self) -> np.ndarray:
+        return self._data[: len(self.ids)]
+
+    def append(self, program_id: str, vector: np.ndarray) -> None:
+        n = len(self.ids)
+        if n == len(self._data):
+            self._data = np.concatenate([self._data, np.zeros_like(self._data)])
+        self._data[n] = vector
+        self.ids.append(program_id)
+
+    def delete(self, index: int) -> None:
+        n = len(self.ids)
+        self._data[index : n - 1] = self._data[index + 1 : n]
+        del self.ids[index]
 
 
 def projected_coverage(points: np.ndarray, bins: int) -> tuple[int, int]:

@@ -18,10 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from qdevolve import registry
-from qdevolve.archive.base import DEFAULT_FEATURES, ArchiveBase, FeatureRanges, projected_coverage
+from qdevolve.archive.base import (
+    DEFAULT_FEATURES,
+    ArchiveBase,
+    FeatureRanges,
+    PointCache,
+    projected_coverage,
+)
 from qdevolve.errors import ConfigError
 from qdevolve.types import ArchiveEvent, Elite
 
@@ -67,6 +71,7 @@ class DGMArchive(ArchiveBase):
         self.ranges = FeatureRanges(self.feature_dimensions)
         self._first_score: float | None = None
         self._counter = 0
+        self._points = PointCache(len(self.feature_dimensions))
 
     def insert_elite(self, elite: Elite) -> list[ArchiveEvent]:
         if self._first_score is None:
@@ -77,10 +82,12 @@ class DGMArchive(ArchiveBase):
         elite.cell = str(self._counter)
         self._counter += 1
         self._store(elite)
+        self._points.append(elite.program_id, self.ranges.vector(elite.features))
         events = [self._event("added", elite)]
         if self.max_size is not None and len(self._elites) > self.max_size:
             worst = min(self._elites.values(), key=lambda e: e.score)
             del self._elites[worst.program_id]
+            self._points.delete(self._points.ids.index(worst.program_id))
             events.append(self._event("removed", worst, data={"reason": "max_size"}))
         return events
 
@@ -89,10 +96,7 @@ class DGMArchive(ArchiveBase):
         return filled / total
 
     def _projected(self) -> tuple[int, int]:
-        pts = np.array([self.ranges.normalize(e.features) for e in self._elites.values()])
-        if pts.size == 0:
-            pts = np.zeros((0, len(self.feature_dimensions)))
-        return projected_coverage(pts, self.coverage_bins)
+        return projected_coverage(self.ranges.normalize_matrix(self._points.raw), self.coverage_bins)
 
     def n_cells(self) -> int:
         return self.coverage_bins ** len(self.feature_dimensions)

@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.archive.base import DEFAULT_FEATURES, ArchiveBase, FeatureRanges, projected_coverage
+from qdevolve.archive.base import (
+    DEFAULT_FEATURES,
+    ArchiveBase,
+    FeatureRanges,
+    PointCache,
+    projected_coverage,
+)
 from qdevolve.errors import ConfigError
 from qdevolve.types import ArchiveEvent, Elite
 
@@ -82,32 +88,78 @@ class NoveltyArchive(ArchiveBase):
         self.ranges = FeatureRanges(self.feature_dimensions, ranges)
         self._counter = 0
         self._dirty = False
+        # Incremental k-NN bookkeeping: raw features in elite order and, per elite, its k
+        # smallest distances to the other elites (sorted, inf-padded) under the current ranges.
+        self._points = PointCache(len(self.feature_dimensions))
+        self._knn = np.zeros((0, self.k))
+        self._knn_valid = True
 
-    def _matrix(self, elites: list[Elite]) -> np.ndarray:
-        if not elites:
-            return np.zeros((0, len(self.feature_dimensions)))
-        return np.array([self.ranges.normalize(e.features) for e in elites])
+    # -- k-NN bookkeeping ---------------------------------------------------------------
+    def _pts(self) -> np.ndarray:
+        return self.ranges.normalize_matrix(self._points.raw)
 
+    def _k_smallest(self, d: np.ndarray) -> np.ndarray:
+        row = np.full(self.k, np.inf)
+        kk = min(self.k, d.size)
+        if kk:
+            row[:kk] = np.sort(np.partition(d, kk - 1)[:kk])
+        return row
+
+    def _rebuild_knn(self) -> None:
+        pts = self._pts()
+        n = len(pts)
+        dist = np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1))
+        self._knn = np.array([self._k_smallest(np.delete(dist[i], i)) for i in range(n)]).reshape(n, self.k)
+        self._knn_valid = True
+
+    def _append(self, elite: Elite, d: np.ndarray) -> None:
+        """Add a row; ``d`` holds its distances to the existing rows."""
+        if self._knn_valid:
+            if len(d):
+                self._knn = np.sort(np.concatenate([self._knn, d[:, None]], axis=1), axis=1)[:, : self.k]
+            self._knn = np.vstack([self._knn, self._k_smallest(d)[None, :]])
+        self._points.append(elite.program_id, self.ranges.vector(elite.features))
+
+    def _remove(self, index: int) -> None:
+        """Drop a row; rows that had it among their k nearest are recomputed."""
+        if self._knn_valid:
+            pts = self._pts()
+            dj = np.sqrt(((pts - pts[index]) ** 2).sum(1))
+            affected = [i for i in np.nonzero(dj <= self._knn[:, -1])[0].tolist() if i != index]
+            self._knn = np.delete(self._knn, index, axis=0)
+            pts = np.delete(pts, index, axis=0)
+            for i in affected:
+                j = i - (i > index)
+                d = np.sqrt(((pts - pts[j]) ** 2).sum(1))
+                self._knn[j] = self._k_smallest(np.delete(d, j))
+        self._points.delete(index)
+
+    # -- insertion ----------------------------------------------------------------------
     def insert_elite(self, elite: Elite) -> list[ArchiveEvent]:
-        self.ranges.update(elite.features)
-        current = list(self._elites.values())
+        if self.ranges.update(elite.features):
+            self._knn_valid = False
+        pts = self._pts()
         x = self.ranges.normalize(elite.features)
-        pts = self._matrix(current)
-        novelty = knn_novelty(x, pts, self.k)
+        d = np.sqrt(((pts - x) ** 2).sum(1))
+        novelty = float(self._k_smallest(d).mean()) if len(d) else float("inf")
         events: list[ArchiveEvent] = []
         if novelty >= self.threshold:
-            elite.novelty = None if not np.isfinite(novelty) else novelty
+            elite.novelty = novelty if np.isfinite(novelty) else None
             elite.cell = str(self._counter)
             self._counter += 1
+            self._append(elite, d)
             self._store(elite)
             events.append(self._event("added", elite, data={"novelty": elite.novelty}))
         elif self.replace_nearest:
-            nearest = current[int(np.sqrt(((pts - x) ** 2).sum(1)).argmin())]
+            j = int(d.argmin())
+            nearest = self._elites[self._points.ids[j]]
             if elite.score <= nearest.score:
                 return []
+            self._remove(j)
             del self._elites[nearest.program_id]
             elite.cell = nearest.cell
             elite.novelty = novelty
+            self._append(elite, np.delete(d, j))
             self._store(elite)
             events.append(self._event("improved", elite, replaced_id=nearest.program_id,
                                       data={"novelty": novelty}))
@@ -117,25 +169,19 @@ class NoveltyArchive(ArchiveBase):
         if self.max_size is not None and len(self._elites) > self.max_size:
             self._refresh()
             least = min(self._elites.values(), key=lambda e: e.novelty if e.novelty is not None else np.inf)
+            self._remove(self._points.ids.index(least.program_id))
             del self._elites[least.program_id]
             events.append(self._event("removed", least, data={"reason": "max_size"}))
             self._dirty = True
         return events
 
     def _refresh(self) -> None:
-        """Recompute every elite's novelty against the rest of the archive."""
-        elites = list(self._elites.values())
-        if len(elites) < 2:
-            for e in elites:
-                e.novelty = None
-        else:
-            pts = self._matrix(elites)
-            dist = np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1))
-            np.fill_diagonal(dist, np.inf)
-            k = min(self.k, len(elites) - 1)
-            nov = np.partition(dist, k - 1, axis=1)[:, :k].mean(1)
-            for e, v in zip(elites, nov.tolist(), strict=False):
-                e.novelty = float(v)
+        """Set every elite's novelty: the mean of its (up to k) nearest-neighbour distances."""
+        if not self._knn_valid:
+            self._rebuild_knn()
+        for pid, row in zip(self._points.ids, self._knn, strict=True):
+            finite = row[np.isfinite(row)]
+            self._elites[pid].novelty = float(finite.mean()) if finite.size else None
         self._dirty = False
 
     def elites(self, island: int | None = None) -> list[Elite]:
@@ -144,7 +190,7 @@ class NoveltyArchive(ArchiveBase):
         return super().elites(island)
 
     def coverage(self) -> float:
-        filled, total = projected_coverage(self._matrix(list(self._elites.values())), self.coverage_bins)
+        filled, total = projected_coverage(self._pts(), self.coverage_bins)
         return filled / total
 
     def n_cells(self) -> int:

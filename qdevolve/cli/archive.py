@@ -87,7 +87,7 @@ def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
     t = Table(title=f"archive of run {run['id'][:12]} ({run.get('name')}) in {db}", title_justify="left",
               show_header=False)
     t.add_column("metric")
-    t.add_column("value", justify="right")
+    t.add_column("value", justify="left")
     rows = [
         ("archive", json.dumps(summary["archive_spec"])),
         ("programs", _fmt(rep.programs)),

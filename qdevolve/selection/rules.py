@@ -49,11 +49,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def knn_feature_novelty(candidates: Sequence[Elite], k: int) -> np.ndarray:
+def knn_feature_novelty(candidates: Sequence[Elite], k: int, *, max_reference: int = 256) -> np.ndarray:
     """Mean distance of each candidate to its ``k`` nearest others in feature space.
 
     Features (the names every candidate has) are min-max scaled over the candidates; a
-    lone candidate, or candidates without shared features, get novelty 1.
+    lone candidate, or candidates without shared features, get novelty 1. Beyond
+    ``max_reference`` candidates, neighbours are searched among an evenly strided,
+    deterministic subset of that size (cost O(N * max_reference) instead of O(N^2)).
     """
     names = sorted(set.intersection(*(set(c.features) for c in candidates))) if candidates else []
     n = len(candidates)
@@ -62,9 +64,12 @@ def knn_feature_novelty(candidates: Sequence[Elite], k: int) -> np.ndarray:
     x = np.array([[float(c.features[f]) for f in names] for c in candidates])
     span = x.max(0) - x.min(0)
     x = (x - x.min(0)) / np.where(span > 0, span, 1.0)
-    d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
-    np.fill_diagonal(d, np.inf)
-    kk = min(k, n - 1)
+    ref_idx = np.arange(n) if n <= max_reference else np.linspace(0, n - 1, max_reference).round().astype(int)
+    ref_idx = np.unique(ref_idx)
+    d = np.sqrt(((x[:, None, :] - x[None, ref_idx, :]) ** 2).sum(-1))
+    d[ref_idx, np.arange(len(ref_idx))] = np.inf  # never your own neighbour
+    kk = min(k, len(ref_idx) - 1) if n <= max_reference else min(k, len(ref_idx))
+    kk = max(kk, 1)
     return np.partition(d, kk - 1, axis=1)[:, :kk].mean(1)
 
 

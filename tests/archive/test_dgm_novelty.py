@@ -52,3 +52,24 @@ def test_knn_novelty_formula() -> None:
     pts = np.array([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0]])
     assert knn_novelty(np.array([0.0, 0.0]), pts, 2) == pytest.approx((0 + 5) / 2)
     assert knn_novelty(np.array([0.0, 0.0]), pts[:0], 2) == float("inf")
+
+
+@pytest.mark.parametrize("opts", [{}, {"max_size": 25}, {"ranges": [[0, 1], [0, 1]], "threshold": 0.02}])
+def test_incremental_novelty_equals_brute_force(opts: dict) -> None:
+    arc = NoveltyArchive(feature_dimensions=["a", "b"], k=4, **{"threshold": 0.05, **opts})
+    rng = np.random.default_rng(0)
+    kinds = set()
+    for i in range(300):
+        f = {"a": float(rng.normal()), "b": float(rng.normal())}
+        for ev in arc.add(_p(i), EvalResult(score=float(rng.random()), features=f)):
+            kinds.add(ev.kind)
+        if i % 37 == 0:
+            elites = arc.elites()
+            pts = np.array([arc.ranges.normalize(e.features) for e in elites])
+            for j, e in enumerate(elites):
+                want = knn_novelty(pts[j], np.delete(pts, j, axis=0), 4) if len(elites) > 1 else None
+                assert e.novelty == pytest.approx(want, abs=1e-12)
+    if "max_size" not in opts:
+        assert {"added", "improved"} <= kinds
+    else:
+        assert "removed" in kinds and len(arc) == 25

@@ -122,3 +122,13 @@ def test_inspirations_best_then_other_cells() -> None:
     assert {e.cell for e in insp[2:]} == {"0"}
     assert sample_inspirations(cands[:2], "p0", np.random.default_rng(0), n_best=3, n_diverse=3) == [cands[1]]
     assert sample_inspirations([], "p0", np.random.default_rng(0), n_best=1, n_diverse=1) == []
+
+
+def test_feature_novelty_subset_for_large_candidate_sets() -> None:
+    rng = np.random.default_rng(0)
+    cands = [Elite(f"p{i}", 0.0, features={"a": float(x), "b": float(y)}) for i, (x, y) in enumerate(rng.random((300, 2)))]
+    full = knn_feature_novelty(cands, 5, max_reference=1000)
+    approx = knn_feature_novelty(cands, 5, max_reference=200)
+    assert full.shape == approx.shape == (300,)
+    assert np.all(approx >= full - 1e-12)  # fewer neighbours can only be farther
+    assert np.corrcoef(full, approx)[0, 1] > 0.7
