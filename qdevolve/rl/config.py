@@ -32,6 +32,8 @@ class TrainerConfig:
     epsilon_high: float | None = field(
         default=None, metadata={"help": "Upper clip range (DAPO clip-higher, e.g. 0.28); None means epsilon."})
     beta: float = field(default=0.0, metadata={"help": "KL coefficient to the reference policy (k3 estimator per token)."})
+    use_bias_correction_kl: bool = field(
+        default=True, metadata={"help": "Multiply the per-token KL by the importance ratio rho_t (TRL's default)."})
     ref_reset_steps: int = field(
         default=0, metadata={"help": "Hard-reset the reference policy to the current policy every N optimiser "
                                      "steps (ProRL); 0 never resets."})

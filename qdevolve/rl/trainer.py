@@ -9,6 +9,7 @@ it::
     rho_t   = exp(log pi_theta(o_t) - log pi_old(o_t))
     l_t     = -min(rho_t A_i, clip(rho_t, 1 - epsilon, 1 + epsilon_high) A_i)
             + beta * (exp(log pi_ref - log pi_theta) - (log pi_ref - log pi_theta) - 1)   (k3 KL)
+              [x rho_t when use_bias_correction_kl, TRL's default]
 
 aggregated by ``loss_type``: ``grpo`` = mean over each sequence's tokens then over sequences;
 ``bnpo`` = mean over the micro-batch's tokens; ``dr_grpo`` = sum / (B x max_completion_length)
@@ -52,7 +53,8 @@ __all__ = ["PolicyTrainer", "surrogate_loss", "sample_group", "sample_batch", "g
 def surrogate_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                    *, epsilon: float, epsilon_high: float, loss_type: str, beta: float = 0.0,
                    ref_logp: torch.Tensor | None = None, max_completion_length: int = 1,
-                   normalizer: float | None = None, per_token_hook: Any = None) -> tuple[torch.Tensor, dict[str, float]]:
+                   normalizer: float | None = None, per_token_hook: Any = None,
+                   kl_ratio_correction: bool = False) -> tuple[torch.Tensor, dict[str, float]]:
     """The aggregated loss of one micro-batch (module docstring) and its statistics.
 
     Args:
@@ -62,6 +64,8 @@ def surrogate_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch
             micro-batch's).
         per_token_hook: ``hook(logp, old_logp, advantages[B, T], mask) -> [B, T]`` replacing
             the clipped surrogate term (the KL term is still added).
+        kl_ratio_correction: Multiply the k3 KL by rho_t (importance-sampling correction for
+            a KL estimated on samples of pi_old; TRL's ``use_bias_correction_kl``).
     """
     adv = advantages if advantages.dim() == 2 else advantages[:, None]
     ratio = torch.exp(logp - old_logp)
@@ -76,6 +80,8 @@ def surrogate_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch
             raise ValueError("beta > 0 needs ref_logp")
         d = ref_logp - logp
         kl = torch.exp(d) - d - 1
+        if kl_ratio_correction:
+            kl = kl * ratio
         per_token = per_token + beta * kl
     if loss_type == "grpo":
         loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
@@ -207,17 +213,12 @@ class PolicyTrainer:
             return list(self.objective.advantages_batch(groups))
         return [np.asarray(self.objective.advantages(g), dtype=np.float64) for g in groups]
 
-    def step(self, groups: Sequence[RolloutGroup]) -> dict[str, float]:
-        """Update the policy on a batch of groups; returns loss, kl, entropy, clip fraction...
-
-        Every group needs ``token_ids`` (completion ids, end-of-sequence included);
-        ``old_logprobs`` are used when ``config.recompute_old_logprobs`` is False.
-        """
+    def _prepare(self, groups: Sequence[RolloutGroup]) -> dict[str, Any]:
+        """Flatten groups into rows; advantages, micro-batches, old and reference log-probs."""
         if not groups:
-            raise ValueError("PolicyTrainer.step needs at least one group")
+            raise ValueError("PolicyTrainer needs at least one group")
         if self.is_es:
             raise ConfigError("objective 'es' updates parameters directly; call es_step(evaluate_fn)")
-        t0 = time.perf_counter()
         c = self.config
         advs = self._advantages(groups)
         prompts, comps, adv_rows, old_rows = [], [], [], []
@@ -232,38 +233,66 @@ class PolicyTrainer:
                 adv_rows.append(float(a[i]))
                 old_rows.append(None if g.old_logprobs is None else list(g.old_logprobs[i]))
         B = len(comps)
-        advantages = torch.tensor(adv_rows, dtype=torch.float32)
-        pad = self.tokenizer.pad_token_id
         micro = np.array_split(np.arange(B), min(c.gradient_accumulation_steps, B))
-        old_logp = self._old_logprobs(prompts, comps, old_rows, micro)
-        ref_logp = self._ref_logprobs(prompts, comps, micro) if c.beta > 0 else None
-        n_tokens = float(sum(len(x) for x in comps))
         hook = None
         override = getattr(self.objective, "loss_override", None)
         if override is not None:
             def hook(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
                 return override(logp, old, adv)
+        return {"groups": groups, "advs": advs, "prompts": prompts, "comps": comps, "B": B, "micro": micro,
+                "advantages": torch.tensor(adv_rows, dtype=torch.float32),
+                "old_logp": self._old_logprobs(prompts, comps, old_rows, micro),
+                "ref_logp": self._ref_logprobs(prompts, comps, micro) if c.beta > 0 else None,
+                "n_tokens": float(sum(len(x) for x in comps)), "hook": hook}
+
+    def _micro_loss(self, prep: dict[str, Any], k: int) -> tuple[torch.Tensor, dict[str, float], float]:
+        """Loss of micro-batch ``k`` already scaled for accumulation, its stats and mean entropy."""
+        c = self.config
+        idx = prep["micro"][k]
+        logp, mask, ent = completion_logprobs(
+            self.model, [prep["prompts"][i] for i in idx], [prep["comps"][i] for i in idx],
+            pad_id=self.tokenizer.pad_token_id, temperature=c.temperature, with_entropy=True)
+        T = logp.shape[1]
+        ref = prep["ref_logp"]
+        loss, stats = surrogate_loss(
+            logp, prep["old_logp"][k][:, :T], prep["advantages"][idx], mask, epsilon=c.epsilon,
+            epsilon_high=c.eps_high, loss_type=self.loss_type, beta=c.beta,
+            ref_logp=None if ref is None else ref[k][:, :T], max_completion_length=c.max_completion_length,
+            normalizer=prep["n_tokens"], per_token_hook=prep["hook"],
+            kl_ratio_correction=c.use_bias_correction_kl)
+        scaled = loss if self.loss_type == "dapo" else loss / len(prep["micro"])
+        with torch.no_grad():
+            entropy = float((ent * mask).sum() / mask.sum().clamp(min=1))
+        return scaled, stats, entropy
+
+    def compute_loss(self, groups: Sequence[RolloutGroup]) -> torch.Tensor:
+        """The batch loss at the current parameters (sum of the scaled micro-batch losses), no update."""
+        prep = self._prepare(groups)
+        self.model.train()
+        return sum((self._micro_loss(prep, k)[0] for k in range(len(prep["micro"]))), torch.tensor(0.0))
+
+    def step(self, groups: Sequence[RolloutGroup]) -> dict[str, float]:
+        """Update the policy on a batch of groups; returns loss, kl, entropy, clip fraction...
+
+        Every group needs ``token_ids`` (completion ids, end-of-sequence included);
+        ``old_logprobs`` are used when ``config.recompute_old_logprobs`` is False.
+        """
+        t0 = time.perf_counter()
+        c = self.config
+        prep = self._prepare(groups)
+        B, micro = prep["B"], prep["micro"]
         totals: dict[str, float] = defaultdict(float)
         self.model.train()
         for _ in range(self.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             for k, idx in enumerate(micro):
-                logp, mask, ent = completion_logprobs(
-                    self.model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id=pad,
-                    temperature=c.temperature, with_entropy=True)
-                T = logp.shape[1]
-                loss, stats = surrogate_loss(
-                    logp, old_logp[k][:, :T], advantages[idx], mask, epsilon=c.epsilon, epsilon_high=c.eps_high,
-                    loss_type=self.loss_type, beta=c.beta, ref_logp=None if ref_logp is None else ref_logp[k][:, :T],
-                    max_completion_length=c.max_completion_length, normalizer=n_tokens, per_token_hook=hook)
-                scaled = loss if self.loss_type == "dapo" else loss / len(micro)
+                scaled, stats, entropy = self._micro_loss(prep, k)
                 scaled.backward()
                 w = len(idx) / B
                 totals["loss"] += float(scaled.detach())
                 for key, v in stats.items():
                     totals[key] += v * w / self.num_iterations
-                with torch.no_grad():
-                    totals["entropy"] += float((ent * mask).sum() / mask.sum().clamp(min=1)) * w / self.num_iterations
+                totals["entropy"] += entropy * w / self.num_iterations
             if c.max_grad_norm is not None:
                 gn = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
                                                     c.max_grad_norm)
@@ -275,10 +304,10 @@ class PolicyTrainer:
                 totals["ref_resets"] += 1
         totals["loss"] /= self.num_iterations
         rewards = np.concatenate([g.rewards for g in groups])
-        allv = np.concatenate(advs)
+        allv = np.concatenate(prep["advs"])
         return {**totals, "reward_mean": float(rewards.mean()), "advantage_mean": float(allv.mean()),
                 "advantage_abs_mean": float(np.abs(allv).mean()), "n_completions": float(B),
-                "n_tokens": n_tokens, "step": float(self.global_step), "seconds": time.perf_counter() - t0}
+                "n_tokens": prep["n_tokens"], "step": float(self.global_step), "seconds": time.perf_counter() - t0}
 
     @torch.no_grad()
     def _old_logprobs(self, prompts: list, comps: list, old_rows: list, micro: list) -> list[torch.Tensor]:

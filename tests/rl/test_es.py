@@ -77,8 +77,8 @@ def test_restore_without_update_and_low_precision_exactness() -> None:
         with torch.no_grad():
             model.a.copy_(torch.linspace(-1, 1, 5).to(dtype))
         before = [p.detach().clone() for p in model.parameters()]
-        seen = []
-        ES(population=4, sigma=0.01, alpha=0.0).update(model, lambda m: seen.append(m.a.detach().clone()) or 0.0)
+        seen: list[torch.Tensor] = []
+        ES(population=4, sigma=0.01, alpha=0.0).update(model, lambda m, seen=seen: seen.append(m.a.detach().clone()) or 0.0)
         assert all(not torch.equal(s, before[0]) for s in seen)  # the model was perturbed
         for b, p in zip(before, model.parameters(), strict=True):
             if dtype == torch.bfloat16:

@@ -1,0 +1,201 @@
+"""Parity with TRL's ``GRPOTrainer`` (trl==1.16.0) on one fixed batch, and one step's time.
+
+A tiny GPT-2 (built from config, saved locally: no downloads) generates one batch through
+TRL's own ``_generate_and_score_completions`` (2 prompts x G = 4, max 4 new tokens); the
+same prompt and completion ids and the same rewards then go through qdevolve's ``grpo``
+objective and :class:`PolicyTrainer`. We compare the advantages and the loss for matching
+settings (``loss_type``, ``scale_rewards``, ``beta``, ``epsilon``) after moving the policy off
+the sampling policy by fixed-seed weight noise (so ratios, clipping and the KL term all
+matter; TRL runs with ``num_iterations=2`` so it records old log-probs), and time one full step
+of each: TRL's ``training_step`` (generation, scoring, loss, backward) plus its optimiser
+step, against ``sample_batch`` + verification + ``PolicyTrainer.step``.
+
+Run: ``python benchmarks/bench_trl_parity.py`` (prints a table; writes
+``benchmarks/results/trl_parity.md``). The test ``tests/rl/test_trl_parity.py`` calls
+:func:`run_parity`.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = ["a1:", "b2:"]  # equal length: no left padding, so position ids agree without position_ids
+G = 4
+
+
+def reward_fn(completions: list[str], **_: Any) -> list[float]:
+    """A deterministic reward with in-group variance: digit count of the completion, mod 3."""
+    return [float(sum(c.isdigit() for c in text) % 3) for text in completions]
+
+
+def _build(tmp: Path, seed: int = 0) -> Path:
+    from qdevolve.rl.tiny import build_model, build_tokenizer
+
+    tok = build_tokenizer("0123456789ab:")
+    model = build_model(tok, n_embd=32, n_layer=2, n_head=2, n_positions=32, seed=seed)
+    path = tmp / "tiny"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def _trl_trainer(path: Path, out: Path, *, loss_type: str, beta: float, scale_rewards: str, epsilon: float,
+                 lr: float, seed: int) -> Any:
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    args = GRPOConfig(
+        output_dir=str(out), per_device_train_batch_size=len(PROMPTS) * G, num_generations=G,
+        max_completion_length=4, learning_rate=lr, beta=beta, epsilon=epsilon, loss_type=loss_type,
+        scale_rewards=scale_rewards, bf16=False, fp16=False, use_cpu=True, report_to=[],
+        gradient_checkpointing=False, logging_steps=1, save_strategy="no", temperature=1.0, seed=seed,
+        max_steps=1, num_iterations=2, gradient_accumulation_steps=1, max_grad_norm=1.0,
+        adam_beta1=0.9, adam_beta2=0.99, adam_epsilon=1e-8, weight_decay=0.0, lr_scheduler_type="constant",
+        warmup_steps=0, disable_tqdm=True)
+    dataset = Dataset.from_dict({"prompt": PROMPTS * 4})
+    tok = AutoTokenizer.from_pretrained(path)
+    return GRPOTrainer(model=str(path), reward_funcs=reward_fn, args=args, train_dataset=dataset,
+                       processing_class=tok)
+
+
+def _groups_from_trl_batch(batch: dict[str, Any], tok: Any) -> list[Any]:
+    from qdevolve.rl import RolloutGroup
+
+    groups = []
+    p_ids, p_mask = batch["prompt_ids"], batch["prompt_mask"]
+    c_ids, c_mask = batch["completion_ids"], batch["completion_mask"]
+    for s in range(0, p_ids.shape[0], G):
+        comps, texts = [], []
+        for i in range(s, s + G):
+            ids = c_ids[i][c_mask[i].bool()].tolist()
+            comps.append(ids)
+            texts.append(tok.decode(ids, skip_special_tokens=True))
+        prompt_ids = p_ids[s][p_mask[s].bool()].tolist()
+        old = batch["old_per_token_logps"]
+        olds = [old[i][c_mask[i].bool()].tolist() for i in range(s, s + G)]
+        groups.append(RolloutGroup(rewards=reward_fn(texts), token_ids=comps, old_logprobs=olds,
+                                   prompt=tok.decode(prompt_ids),
+                                   metadata={"prompt_token_ids": prompt_ids, "texts": texts}))
+    return groups
+
+
+def run_parity(tmp: Path, *, loss_type: str = "grpo", beta: float = 0.04, scale_rewards: str = "group",
+               epsilon: float = 0.2, lr: float = 1e-3, seed: int = 0, noise: float = 0.05,
+               timing_steps: int = 0) -> dict[str, float]:
+    """Advantage / loss differences between TRL and qdevolve on one batch (and step timings)."""
+    from transformers import AutoModelForCausalLM
+
+    from qdevolve import registry
+    from qdevolve.rl.config import TrainerConfig
+    from qdevolve.rl.sampling import sample_batch
+    from qdevolve.rl.trainer import PolicyTrainer
+
+    torch.manual_seed(seed)
+    path = _build(tmp, seed)
+    trl = _trl_trainer(path, tmp / "trl", loss_type=loss_type, beta=beta, scale_rewards=scale_rewards,
+                       epsilon=epsilon, lr=lr, seed=seed)
+    tok = trl.processing_class
+    trl.model.train()
+    trl.current_gradient_accumulation_steps = 1  # set by Trainer's train loop; one window here
+    inputs = [{"prompt": p} for p in PROMPTS for _ in range(G)]
+    batch = trl._generate_and_score_completions(inputs)
+    # Move the policy off the sampling policy (as after an update), so ratios, clipping and the
+    # KL term are all exercised: fixed-seed noise on every weight.
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in trl.model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * noise)
+    trl_loss = float(trl.compute_loss(trl.model, batch).detach())
+    groups = _groups_from_trl_batch(batch, tok)
+
+    objective = registry.objective.create({"type": "grpo", "scale": scale_rewards})
+    ours_adv = np.concatenate(objective.advantages_batch(groups))
+    config = TrainerConfig(learning_rate=lr, beta=beta, epsilon=epsilon, loss_type=loss_type,
+                           max_completion_length=4, adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0,
+                           recompute_old_logprobs=False)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.load_state_dict(trl.model.state_dict())
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32) if beta else None
+    ours = PolicyTrainer(model, tok, objective, config, ref_model=ref)
+    our_loss = float(ours.compute_loss(groups).detach())
+    res = {"adv_max_abs_diff": float(np.abs(ours_adv - batch["advantages"].double().numpy()).max()),
+           "loss_trl": trl_loss, "loss_ours": our_loss, "loss_abs_diff": abs(trl_loss - our_loss),
+           "n_completions": float(len(inputs)), "reward_std": float(np.std([g.rewards for g in groups]))}
+    if timing_steps:
+        ours.config = config.replace(recompute_old_logprobs=True)
+        trl.args.num_iterations = trl.num_iterations = 1
+        trl.create_optimizer_and_scheduler(num_training_steps=timing_steps + 1)
+        gen = torch.Generator().manual_seed(seed)
+        t_trl, t_ours = [], []
+        for _ in range(timing_steps):
+            t0 = time.perf_counter()
+            trl.training_step(trl.model, inputs, None)
+            trl.optimizer.step()
+            trl.optimizer.zero_grad()
+            t_trl.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            samples = sample_batch(ours.model, tok, PROMPTS, G, 4, 1.0, gen)
+            from qdevolve.rl import RolloutGroup
+
+            step_groups = [RolloutGroup(rewards=reward_fn([t for t, _, _ in grp]), token_ids=[i for _, i, _ in grp],
+                                        old_logprobs=[lp for _, _, lp in grp], prompt=p)
+                           for p, grp in zip(PROMPTS, samples, strict=True)]
+            ours.step(step_groups)
+            t_ours.append(time.perf_counter() - t0)
+        res["step_s_trl"] = float(np.median(t_trl))
+        res["step_s_ours"] = float(np.median(t_ours))
+    return res
+
+
+SETTINGS = [
+    {"loss_type": "grpo", "beta": 0.04, "scale_rewards": "group"},
+    {"loss_type": "grpo", "beta": 0.0, "scale_rewards": "none"},
+    {"loss_type": "bnpo", "beta": 0.04, "scale_rewards": "batch"},
+    {"loss_type": "dr_grpo", "beta": 0.0, "scale_rewards": "none"},
+    {"loss_type": "dapo", "beta": 0.04, "scale_rewards": "group"},
+]
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    rows = []
+    for i, setting in enumerate(SETTINGS):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = run_parity(Path(tmp), **setting, timing_steps=5 if i == 0 else 0)
+        rows.append((setting, res))
+        print(setting, {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in res.items()}, flush=True)
+    import trl
+    import transformers
+
+    lines = ["# TRL parity (`benchmarks/bench_trl_parity.py`)", "",
+             f"trl {trl.__version__}, transformers {transformers.__version__}, torch {torch.__version__}, CPU; "
+             f"tiny GPT-2 (2 layers, n_embd 32) built from config; 2 prompts x G = {G}, max 4 new tokens.", "",
+             "| loss_type | scale_rewards | beta | max abs advantage diff | TRL loss | qdevolve loss | abs loss diff |",
+             "|---|---|---|---|---|---|---|"]
+    for s, r in rows:
+        lines.append(f"| {s['loss_type']} | {s['scale_rewards']} | {s['beta']} | {r['adv_max_abs_diff']:.2e} | "
+                     f"{r['loss_trl']:.6f} | {r['loss_ours']:.6f} | {r['loss_abs_diff']:.2e} |")
+    t = rows[0][1]
+    lines += ["", "One full step (generation + scoring + loss + backward + optimiser step), median of 5, "
+              "same batch shape, same shared 2-core machine:", "",
+              f"- TRL `GRPOTrainer.training_step` + optimiser step: {t['step_s_trl'] * 1000:.1f} ms",
+              f"- qdevolve `sample_batch` + `PolicyTrainer.step`: {t['step_s_ours'] * 1000:.1f} ms", ""]
+    out = ROOT / "benchmarks" / "results" / "trl_parity.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines))
+    print("\n".join(lines))
+    worst = max(max(r["adv_max_abs_diff"], r["loss_abs_diff"]) for _, r in rows)
+    return 0 if worst < 1e-5 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
