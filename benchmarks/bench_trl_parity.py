@@ -173,8 +173,8 @@ def main() -> int:
             res = run_parity(Path(tmp), **setting, timing_steps=5 if i == 0 else 0)
         rows.append((setting, res))
         print(setting, {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in res.items()}, flush=True)
-    import trl
     import transformers
+    import trl
 
     lines = ["# TRL parity (`benchmarks/bench_trl_parity.py`)", "",
              f"trl {trl.__version__}, transformers {transformers.__version__}, torch {torch.__version__}, CPU; "
