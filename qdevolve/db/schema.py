@@ -13,6 +13,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -67,16 +68,20 @@ programs = Table(
     Index("ix_programs_run_hash", "run_id", "code_hash"),
 )
 
+# Keyed child-first and, on SQLite, stored WITHOUT ROWID: walking up a lineage (the
+# recursive ancestry CTE) reads one B-tree per step, and an insert touches three B-trees.
 edges = Table(
     "edges",
     metadata,
-    Column("parent_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), primary_key=True),
-    Column("child_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), primary_key=True),
-    Column("role", String(20), primary_key=True),
+    Column("parent_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), nullable=False),
+    Column("child_id", String(64), ForeignKey("programs.id", ondelete="CASCADE"), nullable=False),
+    Column("role", String(20), nullable=False),
     Column("position", Integer, nullable=False, default=0),
     Column("run_id", String(64), nullable=False),
-    Index("ix_edges_child", "child_id"),
+    PrimaryKeyConstraint("child_id", "role", "parent_id", name="pk_edges"),
+    Index("ix_edges_parent", "parent_id"),
     Index("ix_edges_run", "run_id"),
+    sqlite_with_rowid=False,
 )
 
 evaluations = Table(
