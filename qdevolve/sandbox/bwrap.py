@@ -78,6 +78,9 @@ class BwrapSandbox(ProcessSandbox):
     def _shell_style(self) -> bool:
         return True
 
+    def _rusage_complete(self) -> bool:
+        return False  # bwrap exits without waiting for its pid-namespace init
+
     def _argv(self, run_dir, uid, limits, env, evaluator):
         return render_bwrap_argv(
             self.python, str(self.staging.runner_dir), str(run_dir), uid=uid,

@@ -103,6 +103,10 @@ class ProcessSandbox:
     def _shell_style(self) -> bool:
         return False
 
+    def _rusage_complete(self) -> bool:
+        """Whether the spawned process waits for the runner, so its rusage includes it."""
+        return True
+
     # public -----------------------------------------------------------------------------
     def evaluate(self, program: Program, evaluator: str | Path | None = None,
                  limits: SandboxLimits | None = None, *,
@@ -134,7 +138,7 @@ class ProcessSandbox:
             outcome = Outcome(
                 exit_code=cap.returncode, shell_style=self._shell_style(), timed_out=cap.timed_out,
                 record=record, record_error=why, record_missing=record is None and why is None,
-                cpu_s=limits.cpu_s, cpu_used_s=cap.cpu_s, stderr_tail=cap.stderr,
+                cpu_s=limits.cpu_s, cpu_used_s=cap.cpu_s if self._rusage_complete() else None, stderr_tail=cap.stderr,
             )
             return build_result(outcome, runtime_s=cap.runtime_s, stdout=cap.stdout,
                                 stderr=cap.stderr, truncated=cap.truncated)
