@@ -275,6 +275,11 @@ class ArchiveBase:
     def coverage(self) -> float:
         raise NotImplementedError
 
+    def state(self) -> dict[str, Any]:
+        """Derived state worth showing or storing (running feature ranges); replay rebuilds it."""
+        ranges = getattr(self, "ranges", None)
+        return {"ranges": ranges.state()} if isinstance(ranges, FeatureRanges) else {}
+
     def n_cells(self) -> int | None:
         return None
 

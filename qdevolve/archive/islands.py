@@ -49,6 +49,8 @@ class IslandsArchive:
             (0 disables migration).
         migration_fraction: Fraction of an island's elites (rounded up) that migrate.
         seed_all_islands: Put programs without parents on every island.
+        **inner_options: Any other option is passed to the inner archive, so
+            ``{type: islands, n_islands: 4, bins: 8}`` gives four 8-bin MAP-Elites grids.
 
     Raises:
         ConfigError: an option is invalid, or a program names an island that does not exist.
@@ -58,7 +60,7 @@ class IslandsArchive:
 
     def __init__(self, *, inner: dict[str, Any] | str | None = None, n_islands: int = 4,
                  migration_interval: int = 10, migration_fraction: float = 0.1,
-                 seed_all_islands: bool = True) -> None:
+                 seed_all_islands: bool = True, **inner_options: Any) -> None:
         if int(n_islands) < 1:
             raise ConfigError(f"islands n_islands must be >= 1, got {n_islands}")
         if int(migration_interval) < 0:
@@ -67,6 +69,7 @@ class IslandsArchive:
             raise ConfigError(f"islands migration_fraction must be in [0, 1], got {migration_fraction}")
         spec: dict[str, Any] = {"type": "map_elites"} if inner is None else (
             {"type": inner} if isinstance(inner, str) else dict(inner))
+        spec.update(inner_options)
         if spec.get("type") == "islands":
             raise ConfigError("islands cannot nest another islands archive as inner")
         self.inner_spec = spec
@@ -81,6 +84,11 @@ class IslandsArchive:
         self._offered = [0] * self.n_islands
         self._migrants: set[tuple[int, str]] = set()  # (island, program id) that arrived by migration
         self.n_migrations = 0
+
+    def state(self) -> dict[str, Any]:
+        """Per-island state (running feature ranges), for display; replay rebuilds it."""
+        return {"islands": [arc.state() if hasattr(arc, "state") else {} for arc in self.islands],
+                "offered": list(self._offered), "migrations": self.n_migrations}
 
     # -- writing ------------------------------------------------------------------------
     def add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:

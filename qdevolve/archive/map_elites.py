@@ -132,10 +132,6 @@ class MapElitesArchive(ArchiveBase):
     def coverage(self) -> float:
         return len(self._cells) / self.n_cells()
 
-    def state(self) -> dict[str, Any]:
-        """The running feature ranges (for display; replay rebuilds them)."""
-        return {"ranges": self.ranges.state()}
-
     # -- insertion ----------------------------------------------------------------------
     def insert_elite(self, elite: Elite) -> list[ArchiveEvent]:
         events: list[ArchiveEvent] = []

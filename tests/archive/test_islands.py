@@ -75,3 +75,15 @@ def test_migration_replays_identically() -> None:
 def test_bad_island_options(bad: dict) -> None:
     with pytest.raises(ConfigError):
         IslandsArchive(**bad)
+
+
+def test_flat_inner_options_and_state() -> None:
+    arc = IslandsArchive(n_islands=2, bins=3, feature_dimensions=["code_length"])
+    assert arc.inner_spec == {"type": "map_elites", "bins": 3, "feature_dimensions": ["code_length"]}
+    assert all(isl.n_cells() == 3 for isl in arc.islands)
+    arc.add(Program(code="x = 1\n", run_id="r"), EvalResult(score=1.0))
+    assert arc.state()["islands"][1] == {"ranges": {"code_length": [6.0, 6.0]}}
+    from qdevolve.errors import PluginError
+
+    with pytest.raises(PluginError, match="nope"):
+        IslandsArchive(nope=1)
