@@ -3,7 +3,7 @@
 ``train`` builds (or reuses) the task's tiny base policy unless ``--model DIR`` is given,
 stores it as policy version 0, trains it with the chosen objective, and stores a version
 every ``--save-every`` steps and at the end; every sampled group is written to the run's
-``rollouts`` table. ``eval-policy`` samples ``--n`` completions per prompt from a stored
+``rollouts`` table. ``passk`` (binary rewards only) is trained on correctness (0/1). ``eval-policy`` samples ``--n`` completions per prompt from a stored
 version and prints pass@k, D_n, answer entropy and, against version 0, support and prompt
 changes.
 """
@@ -112,7 +112,7 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
 
     history = train_on_task(task, trainer, steps=steps, prompts_per_step=prompts_per_step, G=G, seed=seed,
                             outcome_key=outcome_key, cluster_key=cluster_key, temperature=config.temperature,
-                            callback=report)
+                            binary=objective_name == "passk", callback=report)
     version = trainer.save_version(metrics=history[-1] if history else {})
     console.print(f"run {run_id}: stored policy version {version} (step {trainer.global_step}) in {db_path}")
 

@@ -41,19 +41,25 @@ def _key(v: Verdict, which: str, i: int) -> str:
 def make_groups(task: Task, model: Any, tokenizer: Any, prompts: Sequence[str], G: int, *,
                 temperature: float = 1.0, generator: torch.Generator | None = None,
                 outcome_key: str = "outcome", cluster_key: str = "strategy",
-                step: int = 0) -> list[RolloutGroup]:
-    """One scored :class:`RolloutGroup` per prompt (G samples each)."""
+                step: int = 0, binary: bool = False) -> list[RolloutGroup]:
+    """One scored :class:`RolloutGroup` per prompt (G samples each).
+
+    ``binary`` uses correctness (0/1) as the reward instead of the task's scalar reward (for
+    ``passk`` on graded tasks). Single-answer completions get ``candidate_vectors`` of one
+    candidate (``[G, 1, T]``), so set-level objectives (VPO) run on any task.
+    """
     if outcome_key not in KEYS or cluster_key not in KEYS:
         raise ValueError(f"outcome_key and cluster_key must be in {KEYS}")
     samples = sample_batch(model, tokenizer, prompts, G, task.max_new_tokens, temperature, generator)
     groups = []
     for j, (prompt, group) in enumerate(zip(prompts, samples, strict=True)):
         verdicts = [task.verify(prompt, text) for text, _, _ in group]
-        cands = None
         if all(v.candidates is not None for v in verdicts):
             cands = np.stack([v.candidates for v in verdicts])
+        else:
+            cands = np.stack([v.tests for v in verdicts])[:, None, :]
         groups.append(RolloutGroup(
-            rewards=np.array([v.reward for v in verdicts]),
+            rewards=np.array([float(v.correct) if binary else v.reward for v in verdicts]),
             reward_vectors=np.stack([v.tests for v in verdicts]),
             outcome_keys=[_key(v, outcome_key, i) for i, v in enumerate(verdicts)],
             cluster_keys=[_key(v, cluster_key, i) for i, v in enumerate(verdicts)],
@@ -180,7 +186,7 @@ def greedy_reward(task: Task, tokenizer: Any, prompts: Sequence[str]) -> Callabl
 
 def train_on_task(task: Task, trainer: Any, *, steps: int, prompts_per_step: int = 8, G: int = 8, seed: int = 0,
                   outcome_key: str = "outcome", cluster_key: str = "strategy", temperature: float = 1.0,
-                  callback: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
+                  binary: bool = False, callback: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
     """Train ``trainer.model`` on ``task`` for ``steps`` updates; returns one stats dict per step.
 
     Gradient objectives sample ``G`` completions of ``prompts_per_step`` prompts per step and
@@ -198,7 +204,7 @@ def train_on_task(task: Task, trainer: Any, *, steps: int, prompts_per_step: int
             stats = trainer.es_step(greedy_reward(task, trainer.tokenizer, batch))
         else:
             groups = make_groups(task, trainer.model, trainer.tokenizer, batch, G, temperature=temperature, generator=gen,
-                                 outcome_key=outcome_key, cluster_key=cluster_key, step=step)
+                                 outcome_key=outcome_key, cluster_key=cluster_key, step=step, binary=binary)
             if trainer.store is not None:
                 trainer.write_rollouts(groups, [g.metadata["texts"] for g in groups])
             stats = trainer.step(groups)
