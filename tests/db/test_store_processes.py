@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
@@ -65,12 +67,12 @@ KILLED = textwrap.dedent("""
     from qdevolve.types import EvalResult, Program
 
     store = LineageStore(sys.argv[1], create=True)
-    rid = store.create_run(name="killed", run_id="run-k")
+    rid = store.create_run(name="killed", run_id=sys.argv[2])
     batch = 0
     while True:
-        progs = [Program(code=f"b{batch}_{i}\\n", run_id=rid, metadata={"batch": batch}) for i in range(1000)]
-        progs = [progs[0]] + [Program(code=p.code, run_id=rid, parent_ids=(progs[0].id,), id=p.id,
-                                      metadata=p.metadata) for p in progs[1:]]
+        head = Program(code=f"{rid} b{batch} head\\n", run_id=rid, metadata={"batch": batch})
+        progs = [head] + [Program(code=f"{rid} b{batch}_{i}\\n", run_id=rid, parent_ids=(head.id,),
+                                  metadata={"batch": batch}) for i in range(999)]
         store.write(programs=progs, evaluations=[(p.id, EvalResult(score=1.0)) for p in progs],
                     run_id=rid, state={"batch": batch})
         print(batch, flush=True)
@@ -78,35 +80,41 @@ KILLED = textwrap.dedent("""
 """)
 
 
-def test_sigkill_mid_batch_leaves_only_whole_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("delays", [(0.011, 0.037, 0.073)])
+def test_sigkill_mid_batch_leaves_only_whole_batches(tmp_path: Path, delays: tuple[float, ...]) -> None:
+    """Three writers in turn, each SIGKILLed at a different point after its 4th commit; the
+    next one reopens the same file (recovering the WAL) and appends."""
     db = tmp_path / "killed.sqlite"
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(db)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    committed = -1
-    assert proc.stdout is not None
-    while committed < 4:
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read() if proc.stderr else "writer died"
-        committed = int(line)
-    time.sleep(0.037)  # land somewhere inside a later write
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-    con = sqlite3.connect(db)
-    try:
-        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        per_batch = dict(con.execute(
-            "SELECT json_extract(metadata, '$.batch'), COUNT(*) FROM programs GROUP BY 1").fetchall())
-        assert set(range(committed + 1)) <= set(per_batch)  # every printed batch survived
-        assert set(per_batch.values()) == {1000}  # no partial batch
-        assert sorted(per_batch) == list(range(len(per_batch)))
-        n = sum(per_batch.values())
-        assert con.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == n
-        assert con.execute("SELECT COUNT(*) FROM edges").fetchone()[0] == 999 * len(per_batch)
-        state = con.execute("SELECT value FROM run_state WHERE key = 'batch'").fetchone()[0]
-        assert int(state) == len(per_batch) - 1  # run state committed with its batch
-    finally:
-        con.close()
+    for round_, delay in enumerate(delays):
+        rid = f"run-k{round_}"
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(db), rid], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        committed = -1
+        assert proc.stdout is not None
+        while committed < 3:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "writer died"
+            committed = int(line)
+        time.sleep(delay)  # land somewhere inside a later write
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        con = sqlite3.connect(db)
+        try:
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            per_batch = dict(con.execute(
+                "SELECT json_extract(metadata, '$.batch'), COUNT(*) FROM programs WHERE run_id = ? "
+                "GROUP BY 1", (rid,)).fetchall())
+            assert set(range(committed + 1)) <= set(per_batch)  # every printed batch survived
+            assert set(per_batch.values()) == {1000}  # no partial batch
+            assert sorted(per_batch) == list(range(len(per_batch)))
+            n = sum(per_batch.values())
+            assert con.execute("SELECT COUNT(*) FROM evaluations WHERE run_id = ?", (rid,)).fetchone()[0] == n
+            assert con.execute("SELECT COUNT(*) FROM edges WHERE run_id = ?", (rid,)).fetchone()[0] == 999 * len(per_batch)
+            state = con.execute("SELECT value FROM run_state WHERE run_id = ? AND key = 'batch'", (rid,)).fetchone()[0]
+            assert int(state) == len(per_batch) - 1  # run state committed with its batch
+        finally:
+            con.close()
 
 
 def _child_write(store: object, run_id: str, n: int) -> None:
