@@ -246,7 +246,9 @@ class NoveltyWeightedSelection(SelectionRule):
     ``novelty_i`` is ``Elite.novelty`` when the archive computes it for every candidate
     (the ``novelty`` archive), else the mean distance to the ``k`` nearest other candidates
     in min-max-scaled feature space, the novelty measure of Lehman & Stanley 2011
-    ("Abandoning objectives: evolution through the search for novelty alone"). Optionally
+    ("Abandoning objectives: evolution through the search for novelty alone"); beyond 256
+    candidates the neighbours come from an evenly strided subset (see
+    :func:`knn_feature_novelty`). Optionally
     ``quality`` in [0, 1] mixes in score: ``p_i ∝ (1 - quality) * nov_i / max(nov) +
     quality * rank_weight_i`` with ``rank_weight = 1 - (r - 1) / N`` (r = score rank).
 
