@@ -1,8 +1,10 @@
 """Rebuild an archive by replaying stored programs, recording metrics along the way.
 
 The engine and ``qdevolve archive stats|plot`` rebuild an archive the same way: create it
-from the run's archive spec and call ``add`` for every evaluated program in stored order
-(``add`` is deterministic, so the result equals the live archive). This module consumes
+from the run's archive spec and call ``add`` for every evaluated program in the order the
+live archive saw them (``add`` is deterministic, so the result equals the live archive).
+With several workers that is evaluation-completion order, not program order: sort rows
+by evaluation id first (``qdevolve.cli.archive.replay_rows`` does). This module consumes
 plain ``(seq, Program, EvalResult | None)`` rows and never touches the store itself.
 """
 
@@ -52,7 +54,7 @@ def replay(spec: dict[str, Any] | str, rows: Iterable[tuple[int, Program, EvalRe
 
     Args:
         spec: Archive spec (``{"type": ..., **kwargs}``).
-        rows: ``(seq, program, result)`` in stored order (``LineageStore.iter_programs``).
+        rows: ``(seq, program, result)`` in the order the live archive added them.
         record_every: Record a history point every this many evaluations (0: none; the
             last evaluation is always recorded when > 0).
     """

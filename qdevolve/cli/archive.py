@@ -2,9 +2,9 @@
 
 Both commands open the store, take the run's archive spec from its stored config
 (``config["archive"]``, default ``{"type": "map_elites"}``), load the run's recorded plugin
-files that still exist, and replay ``add`` over every evaluated program in stored order
-(:func:`qdevolve.archive.replay.replay`), so what they show is exactly the archive the
-engine had.
+files that still exist, and replay ``add`` over every evaluated program in the order the
+engine added them, i.e. by evaluation id (:func:`replay_rows`,
+:func:`qdevolve.archive.replay.replay`), so what they show is exactly the archive the engine had.
 """
 
 from __future__ import annotations
@@ -20,11 +20,26 @@ from qdevolve import registry
 from qdevolve.archive.replay import Replay, replay
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.errors import ConfigError
+from qdevolve.types import EvalResult, Program
 
-__all__ = ["archive", "rebuild"]
+__all__ = ["archive", "rebuild", "replay_rows"]
 
 DB_HELP = "Lineage database: a .sqlite path or a SQLAlchemy URL."
 RUN_HELP = "Run id or unique prefix (default: the latest run)."
+
+
+def replay_rows(store: LineageStore, run_id: str) -> list[tuple[int, Program, EvalResult | None]]:
+    """The run's ``(seq, program, latest evaluation)`` rows in the order the engine added them.
+
+    With several workers evaluations finish out of program order and the engine calls
+    ``archive.add`` as each one finishes, so the replay follows the id of each program's
+    latest evaluation (programs without one come last, in program order).
+    """
+    order = {pid: eid for pid, eid in store.execute(
+        "SELECT program_id, MAX(id) FROM evaluations WHERE run_id = :run GROUP BY program_id", run=run_id)}
+    rows = list(store.iter_programs(run_id))
+    rows.sort(key=lambda r: (order.get(r[1].id, math.inf), r[0]))
+    return rows
 
 
 def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tuple[dict[str, Any], Replay]:
@@ -36,7 +51,7 @@ def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tu
             registry.load_plugin_file(pf["path"])
     n_eval = store.count_evaluations(run["id"])
     every = max(1, math.ceil(n_eval / max(points, 1)))
-    return run, replay(spec, store.iter_programs(run["id"]), record_every=every)
+    return run, replay(spec, replay_rows(store, run["id"]), record_every=every)
 
 
 def _fmt(v: Any, digits: int = 6) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from qdevolve import registry
+from qdevolve.cli.archive import replay_rows
 from qdevolve.db.store import open_store
 
 SEED = '''"""Maximise f(a, b) = -(a - 3)^2 - (b + 1)^2."""
@@ -43,14 +44,14 @@ ARCHIVES = {
 }
 
 
-@pytest.mark.parametrize("name", list(ARCHIVES))
-def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(("name", "workers"), [("map_elites_running", 1), ("islands", 1), ("islands", 2)])
+def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str, workers: int) -> None:
     ex = tmp_path / "ex"
     ex.mkdir()
     (ex / "initial_program.py").write_text(SEED)
     (ex / "evaluator.py").write_text(EVALUATOR)
     (ex / "config.yaml").write_text(
-        f"run:\n  iterations: 24\n  seed: 3\n  workers: 1\narchive: {ARCHIVES[name]}\n"
+        f"run:\n  iterations: 24\n  seed: 3\n  workers: {workers}\narchive: {ARCHIVES[name]}\n"
         "selection: {type: dgm, center: median}\nmutation: {type: ast}\nsandbox: {type: local}\n"
         "limits:\n  wall_s: 10\n")
     db = tmp_path / "run.sqlite"
@@ -60,9 +61,9 @@ def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str) -> None:
     with open_store(db) as store:
         run_id = store.latest_run_id()
         spec = store.get_run(run_id)["config"]["archive"]
-        rows = list(store.iter_programs(run_id))
+        rows = replay_rows(store, run_id)  # evaluation order: workers finish out of program order
         stored = [(e.program_id, e.kind, e.island, e.cell, e.replaced_id) for e in store.archive_events(run_id)]
-    seed_id = rows[0][1].id
+    seed_id = next(p.id for _, p, _ in rows if not p.parent_ids)
     arc = registry.archive.create(spec)
     replayed = []
     for _, prog, res in rows:
