@@ -4,8 +4,9 @@ The contract the engine relies on (every built-in archive follows it):
 
 * ``add(program, result) -> list[ArchiveEvent]`` is **deterministic given the sequence of
   previous adds**: there is no random draw inside ``add``. The engine rebuilds an archive
-  on resume by replaying ``add`` over every evaluated program in stored order, which
-  reproduces the same elites, feature ranges, islands and migrations. A program whose
+  on resume by replaying ``add`` over every evaluated program in the order the live
+  archive saw them (evaluation order: with several workers, evaluations finish out of
+  program order), which reproduces the same elites, feature ranges, islands and migrations. A program whose
   status is not ``ok`` (or whose score is missing or not finite) is not admitted and
   returns ``[]``, but it still counts as a child of each of its parents
   (:attr:`Elite.children`, used by DGM selection). Adding a program id that is already an
