@@ -36,7 +36,8 @@ from qdevolve.sandbox.limits import SandboxLimits, render_rlimits
 from qdevolve.types import Program
 
 __all__ = ["Staging", "RunDir", "Captured", "run_bounded", "sandbox_python", "UidPool",
-           "world_accessible", "site_packages", "sandbox_processes"]
+           "world_accessible", "site_packages", "sandbox_processes",
+           "uid_processes"]
 
 RUNNER_SOURCE = Path(_runner_mod.__file__)
 _LANG_EXT = {"python": ".py"}
@@ -85,11 +86,11 @@ def site_packages() -> list[str]:
     return sorted(p for p in paths if os.path.isdir(p) and world_accessible(p))
 
 
-def sandbox_processes(uids: Iterable[int], *, zombies: bool = False) -> list[int]:
-    """Pids on the host whose real uid is one of ``uids`` (zombies only if asked: an orphan
-    the host's init has not reaped yet holds no resources)."""
+def uid_processes(uids: Iterable[int], *, zombies: bool = False) -> dict[int, list[int]]:
+    """Host pids by real uid, for the given uids (zombies only if asked: an orphan the
+    host's init has not reaped yet holds no resources)."""
     wanted = set(uids)
-    found = []
+    found: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -100,12 +101,18 @@ def sandbox_processes(uids: Iterable[int], *, zombies: bool = False) -> list[int
                     if line.startswith("State:"):
                         state = line.split()[1]
                     elif line.startswith("Uid:"):
-                        if int(line.split()[1]) in wanted and (zombies or state != "Z"):
-                            found.append(int(entry))
+                        uid = int(line.split()[1])
+                        if uid in wanted and (zombies or state != "Z"):
+                            found.setdefault(uid, []).append(int(entry))
                         break
         except (OSError, ValueError, IndexError):
             continue
     return found
+
+
+def sandbox_processes(uids: Iterable[int], *, zombies: bool = False) -> list[int]:
+    """Host pids whose real uid is one of ``uids``."""
+    return sorted(p for pids in uid_processes(uids, zombies=zombies).values() for p in pids)
 
 
 class UidPool:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,9 +29,9 @@ from qdevolve.sandbox._common import (
     Staging,
     UidPool,
     run_bounded,
-    sandbox_processes,
     sandbox_python,
     site_packages,
+    uid_processes,
 )
 from qdevolve.sandbox.evaluator import build_result, read_record
 from qdevolve.sandbox.limits import SandboxLimits, render_env, render_local_argv
@@ -51,26 +54,12 @@ def userns_available() -> bool:
     return r.returncode == 0
 
 
-def _sweep(uid: int, grace_s: float = 2.0) -> None:
-    """Wait for the dedicated ``uid``'s processes to vanish (a pid namespace is torn down
-    asynchronously), then SIGKILL any survivor by pid, before the uid is handed out again."""
-    import signal
-    import time
-
-    deadline = time.monotonic() + grace_s
-    while True:
-        pids = sandbox_processes([uid])
-        if not pids:
-            return
-        if time.monotonic() > deadline:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            log.warning("sandbox uid %d: killed %d surviving process(es)", uid, len(pids))
-            return
-        time.sleep(0.01)
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class ProcessSandbox:
@@ -88,6 +77,48 @@ class ProcessSandbox:
         self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
         self.staging = Staging(prefix=f"qdevolve-{self.name}-")
         self._closed = False
+        self._cooling: list[tuple[int, float]] = []  # (uid, since): released once empty
+        self._swept: set[int] = set()
+        self._cool_lock = threading.Lock()
+
+    # uid hygiene ------------------------------------------------------------------------
+    def _acquire_uid(self) -> int | None:
+        if self.uids is None:
+            return None
+        uid = self.uids.acquire()
+        if uid not in self._swept:  # a crashed controller may have left something behind
+            self._swept.add(uid)
+            _kill_all(uid_processes([uid]).get(uid, []))
+        return uid
+
+    def _release_uid(self, uid: int | None, *, wait_s: float = 2.0, final: bool = False) -> None:
+        """Hand ``uid`` back once none of its processes is left (a pid namespace is torn
+        down asynchronously); survivors after ``wait_s`` are killed by pid. Never blocks
+        the evaluation: uids still busy wait in a cooling list checked on later calls."""
+        if self.uids is None:
+            return
+        with self._cool_lock:
+            if uid is not None:
+                self._cooling.append((uid, time.monotonic()))
+            pending, self._cooling = self._cooling, []
+        while pending:
+            alive = uid_processes([u for u, _ in pending])
+            keep = []
+            for u, since in pending:
+                pids = alive.get(u, [])
+                if pids and time.monotonic() - since < wait_s:
+                    keep.append((u, since))
+                    continue
+                if pids:
+                    _kill_all(pids)
+                    log.warning("sandbox uid %d: killed %d surviving process(es)", u, len(pids))
+                self.uids.release(u)
+            pending = keep
+            if not final:
+                break
+            time.sleep(0.01)
+        with self._cool_lock:
+            self._cooling.extend(pending)
 
     # subclasses -------------------------------------------------------------------------
     def _argv(self, run_dir: Path, uid: int | None, limits: SandboxLimits,
@@ -119,9 +150,7 @@ class ProcessSandbox:
             raise RuntimeError(f"{self.name} sandbox is closed")
         limits = limits or self.limits
         ev = self.staging.evaluator(evaluator)
-        uid = self.uids.acquire() if self.uids else None
-        if uid is not None:
-            _sweep(uid, grace_s=0.0)  # a crashed controller may have left something behind
+        uid = self._acquire_uid()
         run = None
         try:
             run = self.staging.new_run(
@@ -147,13 +176,12 @@ class ProcessSandbox:
         finally:
             if run is not None:
                 self.staging.remove_run(run)
-            if uid is not None and self.uids is not None:
-                _sweep(uid)
-                self.uids.release(uid)
+            self._release_uid(uid)
 
     def close(self) -> None:
-        """Remove the staging directory."""
+        """Wait for (or kill) the sandbox uids' last processes; remove the staging directory."""
         self._closed = True
+        self._release_uid(None, final=True)
         self.staging.close()
 
     def __enter__(self):

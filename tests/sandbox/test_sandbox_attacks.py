@@ -48,6 +48,7 @@ def test_catalogue_detects_a_leak(process_box, host):
 
 
 @pytest.mark.docker
+@pytest.mark.slow  # ~40 s: a container per attack
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
 def test_docker_catalogue(docker_image, warm):
     box = make_box("docker", image=docker_image, warm=warm)
