@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from qdevolve import registry
+from qdevolve.errors import ConfigError
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.blocks import find_blocks, splice_blocks
 from qdevolve.types import Program
@@ -152,7 +153,7 @@ class ASTMutation:
             missing kinds keep their defaults, 0 disables a kind).
 
     Raises:
-        ValueError: an option is invalid.
+        ConfigError: an option is invalid.
     """
 
     n_parents = 1
@@ -162,22 +163,22 @@ class ASTMutation:
     def __init__(self, seed_offset: int = 0, max_edits: int = 3, max_attempts: int = 30,
                  sigma: float = 0.2, weights: dict[str, float] | None = None) -> None:
         if int(max_edits) < 1:
-            raise ValueError(f"ast mutation max_edits must be >= 1, got {max_edits}")
+            raise ConfigError(f"ast mutation max_edits must be >= 1, got {max_edits}")
         if int(max_attempts) < 1:
-            raise ValueError(f"ast mutation max_attempts must be >= 1, got {max_attempts}")
+            raise ConfigError(f"ast mutation max_attempts must be >= 1, got {max_attempts}")
         if not float(sigma) > 0:
-            raise ValueError(f"ast mutation sigma must be > 0, got {sigma}")
+            raise ConfigError(f"ast mutation sigma must be > 0, got {sigma}")
         if int(seed_offset) < 0:
-            raise ValueError(f"ast mutation seed_offset must be >= 0, got {seed_offset}")
+            raise ConfigError(f"ast mutation seed_offset must be >= 0, got {seed_offset}")
         w = dict(DEFAULT_WEIGHTS)
         for k, v in (weights or {}).items():
             if k not in EDIT_KINDS:
-                raise ValueError(f"ast mutation weights: unknown edit kind {k!r}; kinds are {', '.join(EDIT_KINDS)}")
+                raise ConfigError(f"ast mutation weights: unknown edit kind {k!r}; kinds are {', '.join(EDIT_KINDS)}")
             if float(v) < 0:
-                raise ValueError(f"ast mutation weight of {k!r} must be >= 0, got {v}")
+                raise ConfigError(f"ast mutation weight of {k!r} must be >= 0, got {v}")
             w[k] = float(v)
         if sum(w.values()) <= 0:
-            raise ValueError("ast mutation weights are all zero; enable at least one edit kind")
+            raise ConfigError("ast mutation weights are all zero; enable at least one edit kind")
         self.seed_offset = int(seed_offset)
         self.max_edits = int(max_edits)
         self.max_attempts = int(max_attempts)

@@ -4,7 +4,8 @@ Every rule implements ``select(candidates, rng, n=1) -> list[Elite]``: it draws 
 parents from ``candidates`` (an archive's elites, in a deterministic order) using only
 ``rng``, so a seeded run selects the same parents. Draws are without replacement while
 ``n`` does not exceed the number of candidates with non-zero probability (two crossover
-parents are distinct), and with replacement beyond that.
+parents are distinct), and with replacement beyond that. Invalid options raise
+:class:`~qdevolve.errors.ConfigError` (one line in the CLI).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from qdevolve import registry
+from qdevolve.errors import ConfigError
 from qdevolve.types import Elite
 
 __all__ = [
@@ -138,7 +140,7 @@ class TournamentSelection(SelectionRule):
 
     def __init__(self, k: int = 3) -> None:
         if int(k) < 1:
-            raise ValueError(f"tournament size k must be >= 1, got {k}")
+            raise ConfigError(f"tournament size k must be >= 1, got {k}")
         self.k = int(k)
 
     def weights(self, candidates: Sequence[Elite]) -> np.ndarray:
@@ -188,11 +190,11 @@ class DGMSelection(SelectionRule):
                  **options: Any) -> None:
         unknown = sorted(set(options) - {"lambda"})
         if unknown:
-            raise ValueError(f"dgm selection got unknown option(s) {unknown}; it accepts lambda, alpha_0, center")
+            raise ConfigError(f"dgm selection got unknown option(s) {unknown}; it accepts lambda, alpha_0, center")
         if "lambda" in options:
             lambda_ = options["lambda"]
         if center not in ("fixed", "median"):
-            raise ValueError(f"dgm selection center must be 'fixed' or 'median', got {center!r}")
+            raise ConfigError(f"dgm selection center must be 'fixed' or 'median', got {center!r}")
         self.lambda_ = float(lambda_)
         self.alpha_0 = float(alpha_0)
         self.center = center
@@ -228,7 +230,7 @@ class PowerLawSelection(SelectionRule):
 
     def __init__(self, alpha: float = 1.0) -> None:
         if float(alpha) < 0:
-            raise ValueError(f"power_law alpha must be >= 0, got {alpha}")
+            raise ConfigError(f"power_law alpha must be >= 0, got {alpha}")
         self.alpha = float(alpha)
 
     def weights(self, candidates: Sequence[Elite]) -> np.ndarray:
@@ -262,11 +264,11 @@ class NoveltyWeightedSelection(SelectionRule):
 
     def __init__(self, k: int = 5, epsilon: float = 1e-6, quality: float = 0.0) -> None:
         if int(k) < 1:
-            raise ValueError(f"novelty_weighted k must be >= 1, got {k}")
+            raise ConfigError(f"novelty_weighted k must be >= 1, got {k}")
         if not 0.0 <= float(quality) <= 1.0:
-            raise ValueError(f"novelty_weighted quality must be in [0, 1], got {quality}")
+            raise ConfigError(f"novelty_weighted quality must be in [0, 1], got {quality}")
         if float(epsilon) <= 0:
-            raise ValueError(f"novelty_weighted epsilon must be > 0, got {epsilon}")
+            raise ConfigError(f"novelty_weighted epsilon must be > 0, got {epsilon}")
         self.k = int(k)
         self.epsilon = float(epsilon)
         self.quality = float(quality)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from qdevolve import registry
+from qdevolve.errors import ConfigError
 from qdevolve.mutation.ast_mutator import EDIT_KINDS, ASTMutation
 from qdevolve.mutation.base import MutationContext
 from qdevolve.mutation.blocks import block_texts, edits_inside_blocks
@@ -139,7 +140,7 @@ def test_registered_and_validates_options() -> None:
     assert isinstance(op, ASTMutation) and op.n_parents == 1 and op.needs_backend is False
     for bad in ({"max_edits": 0}, {"weights": {"nope": 1.0}}, {"weights": {k: 0 for k in EDIT_KINDS}},
                 {"sigma": 0}, {"seed_offset": -1}):
-        with pytest.raises(ValueError):
+        with pytest.raises(ConfigError):
             ASTMutation(**bad)
 
 

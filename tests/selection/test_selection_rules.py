@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from qdevolve import registry
+from qdevolve.errors import ConfigError
 from qdevolve.selection.inspirations import sample_inspirations
 from qdevolve.selection.rules import (
     DGMSelection,
@@ -83,7 +84,7 @@ def test_dgm_formula() -> None:
     low = [Elite("a", -1e6, children=0), Elite("b", -1e6, children=1)]
     assert rule.probabilities(low) == pytest.approx([2 / 3, 1 / 3])
     assert DGMSelection(**{"lambda": 3.0}).lambda_ == 3.0
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.raises(ConfigError, match="unknown option"):
         DGMSelection(temperature=1.0)
 
 
@@ -94,9 +95,9 @@ def test_power_law_and_tournament_formulas() -> None:
     # tournament of 2 among 3: best wins 2/3, middle 1/3, worst never
     assert TournamentSelection(k=2).probabilities(cands) == pytest.approx([0, 2 / 3, 1 / 3])
     assert TournamentSelection(k=1).probabilities(cands) == pytest.approx(UniformSelection().probabilities(cands))
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         TournamentSelection(k=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         PowerLawSelection(alpha=-1)
 
 
