@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
+import marshal
 import os
 import secrets
 import selectors
@@ -231,8 +231,8 @@ class Staging:
         }
         run_file = path / _runner_mod.RUN_FILE
         fd = os.open(run_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(cfg, fh)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(marshal.dumps(cfg, 4))
         if uid is not None:
             for p in (path, path / name, run_file):
                 os.chown(p, uid, gid if gid is not None else uid)

@@ -179,7 +179,7 @@ def render_bwrap_argv(
         "--proc", "/proc", "--dev", "/dev",
         "--chdir", f"{SANDBOX_ROOT}/work",
         "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py",
-        f"{SANDBOX_ROOT}/work/.qdevolve-run.json",
+        f"{SANDBOX_ROOT}/work/.qdevolve-run",
     ]
     return argv
 

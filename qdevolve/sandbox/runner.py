@@ -3,9 +3,9 @@
 The controller copies this file (stdlib only, no ``qdevolve`` import, so it starts in a few
 milliseconds under ``python -I -S``) into a read-only directory of the sandbox and starts::
 
-    python -I -S runner.py WORKDIR/.qdevolve-run.json
+    python -I -S runner.py WORKDIR/.qdevolve-run
 
-The run file carries the per-run nonce, the program and evaluator paths, the rlimits and the
+The run file (``marshal``: no import needed to read it) carries the per-run nonce, the program and evaluator paths, the rlimits and the
 cascade thresholds. The runner reads it and deletes it before any untrusted code runs, sets
 its own rlimits (so no ``preexec_fn`` is needed in the multi-threaded controller), opens the
 result file with ``O_EXCL``, imports the evaluator, calls it and writes exactly one JSON
@@ -18,12 +18,11 @@ controller to validate the record a second time: a record that fails them is ``i
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 
-RUN_FILE = ".qdevolve-run.json"
+RUN_FILE = ".qdevolve-run"
 RESULT_FILE = ".qdevolve-result.json"
 MAX_ARTIFACT_CHARS = 65536
 MAX_RECORD_BYTES = 4 << 20
@@ -140,6 +139,31 @@ def check_record(record: object, nonce: str) -> dict:
 
 
 # -- everything below runs only inside the sandbox ----------------------------------------
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def to_json(obj: object) -> str:
+    """JSON text of a record (str/float/int/bool/None/list/dict), without importing ``json``
+    (whose ``re``/``enum`` imports dominate the runner's start-up). Non-finite floats and
+    unknown objects become strings."""
+    if obj is None or obj is True or obj is False:
+        return "null" if obj is None else ("true" if obj else "false")
+    if isinstance(obj, (int, float)):
+        value = float(obj)
+        return repr(value) if math.isfinite(value) else to_json(str(value))
+    if isinstance(obj, str):
+        text = obj.translate(_ESCAPES)
+        if not text.isascii():  # lone surrogates (from undecodable bytes) become \udcxx escapes
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return '"' + text + '"'
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(to_json(v) for v in obj) + "]"
+    if isinstance(obj, dict):
+        return "{" + ",".join(to_json(str(k)) + ":" + to_json(v) for k, v in obj.items()) + "}"
+    return to_json(str(obj))
+
+
 def _set_rlimits(limits: dict) -> None:
     import resource
 
@@ -188,21 +212,24 @@ def _wipe(path: str) -> None:
 
 
 def _load_evaluator(path: str):
-    import importlib.util
+    from importlib import _bootstrap, machinery  # importlib.util costs ~5 ms more
 
     sys.path.insert(0, os.path.dirname(path))
-    spec = importlib.util.spec_from_file_location("evaluator", path)
-    module = importlib.util.module_from_spec(spec)
+    loader = machinery.SourceFileLoader("evaluator", path)
+    spec = machinery.ModuleSpec("evaluator", loader, origin=path)
+    spec.has_location = True
+    module = _bootstrap.module_from_spec(spec)
     sys.modules["evaluator"] = module
-    spec.loader.exec_module(module)
+    loader.exec_module(module)
     return module
 
 
 def _run_builtin(program: str) -> dict:
-    import runpy
-
+    with open(program, "rb") as fh:
+        code = compile(fh.read(), program, "exec")
+    sys.argv = [program]
     try:
-        runpy.run_path(program, run_name="__main__")
+        exec(code, {"__name__": "__main__", "__file__": program, "__builtins__": __builtins__})
     except SystemExit as exc:
         code = exc.code
         if code not in (None, 0):
@@ -264,8 +291,10 @@ def main(argv: list) -> None:
         _init_and_wait()
     me = os.getpid()
     run_path = argv[1]
-    with open(run_path) as fh:
-        cfg = json.load(fh)
+    import marshal
+
+    with open(run_path, "rb") as fh:
+        cfg = marshal.loads(fh.read())
     os.unlink(run_path)
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
@@ -304,10 +333,10 @@ def main(argv: list) -> None:
         body["peak_memory_mb"] = max(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024.0
-        data = json.dumps(body, default=str).encode()
+        data = to_json(body).encode()
     except BaseException as exc:  # noqa: BLE001
-        data = json.dumps({"nonce": nonce, "status": "error",
-                           "error": f"result not serialisable: {_one_line(exc)}"}).encode()
+        data = to_json({"nonce": nonce, "status": "error",
+                        "error": f"result not serialisable: {_one_line(exc)}"}).encode()
     os.write(fd, data)
     os.close(fd)
     try:

@@ -83,7 +83,7 @@ def test_bwrap_argv():
     assert "--ro-bind /stage/ev/abc/evaluator.py /qdevolve/evaluator/evaluator.py" in joined
     assert f"--size {8 << 20} --tmpfs /tmp" in joined
     assert "--setenv PATH /usr/bin" in joined
-    assert body[-4:] == ["-I", "-S", "/qdevolve/runner/runner.py", "/qdevolve/work/.qdevolve-run.json"]
+    assert body[-4:] == ["-I", "-S", "/qdevolve/runner/runner.py", "/qdevolve/work/.qdevolve-run"]
     # no host path of the work dir is writable except the per-run directory
     assert body.count("--bind") == 1
 
@@ -182,3 +182,17 @@ def test_check_record_nonce_and_schema():
         check_record({"nonce": "n1", "status": "great"}, "n1")
     with pytest.raises(ProtocolError):
         check_record({"nonce": "n1", "status": "ok", "metrics": {"x": "NaN"}}, "n1")
+
+
+def test_runner_json_encoder_round_trips():
+    import json
+
+    from qdevolve.sandbox.runner import to_json
+
+    tricky = ["quote\" back\\slash", "ctl\x00\x01\n\t\x1f", "uni é 漢字 🎉", b"\xff\xfe".decode("utf-8", "surrogateescape")]
+    for s in tricky:
+        assert json.loads(to_json(s)) == s
+    record = {"nonce": "n", "score": 0.5, "metrics": {"a": 1}, "tests": [0.0, 1.0], "x": None, "ok": True,
+              "bad": math.inf, 7: "int key"}
+    assert json.loads(to_json(record)) == {"nonce": "n", "score": 0.5, "metrics": {"a": 1.0}, "tests": [0.0, 1.0],
+                                           "x": None, "ok": True, "bad": "inf", "7": "int key"}
