@@ -120,6 +120,10 @@ def test_runner_groups_and_summary_on_a_tiny_model() -> None:
     groups = make_groups(task, model, tok, task.prompts(), 6, generator=torch.Generator().manual_seed(0))
     g = groups[0]
     assert g.size == 6 and g.reward_vectors.shape == (6, 1) and len(g.outcome_keys) == 6
+    assert g.candidate_vectors.shape == (6, 1, 1)  # a single answer is a set of one candidate
+    assert g.rewards.tolist() == [float(c) for c in g.metadata["correct"]]
+    assert all(task.verify(g.prompt, t).outcome == k or k.startswith("<invalid")
+               for t, k in zip(g.metadata["texts"], g.outcome_keys, strict=True))
     evals = evaluate_policy(task, model, tok, n=32)
     e = evals[0]
     assert e.probs.shape == (16,) and 0 < e.probs.sum() <= 1.0 + 1e-9
