@@ -44,9 +44,7 @@ def curves(db: Path, every: int = 16) -> dict[str, list[float]]:
     correct: set[str] = set()
     best = float("-inf")
     n = 0
-    for _seq, prog, res in store.iter_programs(run_id):
-        if res is None:
-            continue
+    for _seq, prog, res in store.iter_evaluated(run_id):
         archive.add(prog, res)
         n += 1
         if res.ok and res.score is not None:

@@ -133,6 +133,7 @@ class Registry:
         self._entry_points: dict[str, metadata.EntryPoint] | None = None
         self._broken: dict[str, str] = {}
         self._current_source: str | None = None
+        self._checked: set[str] = set()
 
     # -- registration -------------------------------------------------------------------
     def __call__(self, name: str) -> Callable[[Any], Any]:
@@ -219,10 +220,30 @@ class Registry:
     def __contains__(self, name: str) -> bool:
         return name in self._entries or name in self._eps()
 
+    def _check_shadowing(self, name: str) -> None:
+        """A name registered directly that an installed entry point also claims is a duplicate."""
+        if name in self._checked:
+            return
+        self._checked.add(name)
+        ep = self._eps().get(name)
+        entry = self._entries[name]
+        if ep is None or entry.source.startswith("entry point"):
+            return
+        try:
+            obj = ep.load()
+        except Exception:  # a broken entry point is reported by infos(); the registered one stands
+            return
+        if obj is not entry.obj:
+            raise PluginError(
+                f"duplicate {self.kind} plugin '{name}': defined in {entry.source} and in entry point "
+                f"{ep.value} of {self._dist_name(ep)}; rename one of them")
+
     def get(self, name: str) -> Any:
         """The class or factory registered as ``name``, loading its entry point if needed."""
         if name not in self._entries:
             self._load_entry_point(name)
+        elif name in self._eps():
+            self._check_shadowing(name)
         if name in self._entries:
             return self._entries[name].obj
         if name in self._broken:
@@ -292,6 +313,7 @@ class Registry:
         """Forget the cached entry-point list (after installing a distribution)."""
         self._entry_points = None
         self._broken.clear()
+        self._checked.clear()
 
 
 archive = Registry("archive")
@@ -352,9 +374,10 @@ def load_plugin_file(path: str | Path) -> PluginFile:
 @contextlib.contextmanager
 def snapshot() -> Iterator[None]:
     """Restore every registry to its current state on exit (for tests)."""
-    saved = {k: (dict(r._entries), copy.copy(r._entry_points), dict(r._broken)) for k, r in REGISTRIES.items()}
+    saved = {k: (dict(r._entries), copy.copy(r._entry_points), dict(r._broken), set(r._checked))
+             for k, r in REGISTRIES.items()}
     try:
         yield
     finally:
         for k, r in REGISTRIES.items():
-            r._entries, r._entry_points, r._broken = saved[k]
+            r._entries, r._entry_points, r._broken, r._checked = saved[k]

@@ -182,3 +182,26 @@ def test_snapshot_fixture_undoes_registrations() -> None:
             def stats(self): ...
         assert "test_tmp_archive" in registry.archive.names()
     assert "test_tmp_archive" not in registry.archive.names()
+
+
+def test_file_plugin_shadowing_an_installed_entry_point_is_a_duplicate(tmp_path) -> None:
+    """A --plugin file that reuses a core plugin's name is an error naming both sources."""
+    import pytest as _pytest
+
+    from qdevolve import registry as _registry
+    from qdevolve.errors import PluginError as _PluginError
+
+    plugin = tmp_path / "shadow.py"
+    plugin.write_text(
+        "from qdevolve import registry\n\n"
+        "@registry.selection('uniform')\n"
+        "class MyUniform:\n"
+        "    def select(self, candidates, rng, n=1):\n"
+        "        return list(candidates)[:n]\n")
+    with _registry.snapshot():
+        _registry.selection.unregister("uniform")
+        _registry.load_plugin_file(plugin)
+        with _pytest.raises(_PluginError) as err:
+            _registry.selection.get("uniform")
+        msg = str(err.value)
+        assert "shadow.py" in msg and "entry point" in msg and "qdevolve" in msg

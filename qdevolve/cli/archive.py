@@ -35,10 +35,8 @@ def replay_rows(store: LineageStore, run_id: str) -> list[tuple[int, Program, Ev
     ``archive.add`` as each one finishes, so the replay follows the id of each program's
     latest evaluation (programs without one come last, in program order).
     """
-    order = {pid: eid for pid, eid in store.execute(
-        "SELECT program_id, MAX(id) FROM evaluations WHERE run_id = :run GROUP BY program_id", run=run_id)}
-    rows = list(store.iter_programs(run_id))
-    rows.sort(key=lambda r: (order.get(r[1].id, math.inf), r[0]))
+    rows: list[tuple[int, Program, EvalResult | None]] = list(store.iter_evaluated(run_id))
+    rows += [(0, p, None) for p in store.unevaluated(run_id)]
     return rows
 
 

@@ -491,6 +491,31 @@ class LineageStore:
                 yield r.seq, self._program(r, parents.get(r.id, [])), res
             after_seq = rows[-1].seq
 
+    def iter_evaluated(self, run_id: str, *, batch: int = 5000) -> Iterator[tuple[int, Program, EvalResult]]:
+        """``(seq, program, latest evaluation)`` of evaluated programs in *evaluation* order.
+
+        This is the order the engine called ``archive.add`` in (with several workers
+        evaluations finish out of program order), so replaying it rebuilds the same archive.
+        """
+        p, e = S.programs, S.evaluations
+        e2 = e.alias("e2")
+        latest = select(func.max(e2.c.id)).where(e2.c.program_id == e.c.program_id).correlate(e).scalar_subquery()
+        after = 0
+        while True:
+            q = (select(p, e.c.status, e.c.score, e.c.metrics, e.c.tests, e.c.features, e.c.artifacts,
+                        e.c.error, e.c.runtime_s, e.c.peak_memory_mb, e.c.id.label("eval_id"))
+                 .select_from(e.join(p, p.c.id == e.c.program_id))
+                 .where(e.c.run_id == run_id, e.c.id > after, e.c.id == latest)
+                 .order_by(e.c.id).limit(batch))
+            with self._connect() as c:
+                rows = c.execute(q).all()
+                parents = self._parents_of(c, [r.id for r in rows])
+            if not rows:
+                return
+            for r in rows:
+                yield r.seq, self._program(r, parents.get(r.id, [])), self._result(r)
+            after = rows[-1].eval_id
+
     def count_programs(self, run_id: str) -> int:
         with self._connect() as c:
             return c.execute(select(func.count()).select_from(S.programs).where(S.programs.c.run_id == run_id)).scalar() or 0
@@ -510,6 +535,12 @@ class LineageStore:
             rows = c.execute(q).all()
             parents = self._parents_of(c, [r.id for r in rows])
         return [self._program(r, parents.get(r.id, [])) for r in rows]
+
+    def code_hashes(self, run_id: str) -> list[str]:
+        """Code hashes of the run's programs, failed mutations (empty code) excluded."""
+        p = S.programs
+        with self._connect() as c:
+            return [h for (h,) in c.execute(select(p.c.code_hash).where(p.c.run_id == run_id, p.c.code != ""))]
 
     def find_code_hash(self, run_id: str, code_hash: str) -> str | None:
         with self._connect() as c:

@@ -176,8 +176,9 @@ class Evolution:
                                   example_dir=str(example.directory), seed=config.seed)
         seed = Program(code=example.seed_code, run_id=run_id, operator="seed")
         rng = np.random.default_rng(config.seed)
+        events = registry.archive.create(config.archive).add(seed, seed_result)
         store.write(run_id=run_id, programs=[seed], evaluations=[(seed.id, seed_result, sandbox[0])],
-                    state={"rng": rng.bit_generator.state, "budget": config.iterations})
+                    events=events, state={"rng": rng.bit_generator.state, "budget": config.iterations})
         for pf in plugin_files:
             store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
         return cls(store, run_id, example, config, progress=progress, console=console, sandbox=sandbox)
@@ -205,19 +206,17 @@ class Evolution:
 
     # -- rebuild from the store -------------------------------------------------------------
     def _rebuild(self) -> None:
-        for _seq, prog, res in self.store.iter_programs(self.run_id):
+        """Replay ``archive.add`` over the stored evaluations in the order they were made."""
+        for _seq, prog, res in self.store.iter_evaluated(self.run_id):
             if prog.operator == "seed":
-                self.seed_score = res.score if res else None
+                self.seed_score = res.score
             else:
-                self.children += 1
-            if not prog.metadata.get("failed_mutation"):
-                self.hashes.add(prog.code_hash)
-            if res is None:
-                self._unevaluated.append(prog)
-                continue
-            if prog.operator != "seed":
                 self.evaluated += 1
             self._note_result(prog, res, replay=True)
+        self._unevaluated = self.store.unevaluated(self.run_id)
+        self.children = self.store.count_programs(self.run_id) - 1
+        for h in self.store.code_hashes(self.run_id):
+            self.hashes.add(h)
         state = self.store.get_state(self.run_id, "rng")
         if state is not None:
             self.rng.bit_generator.state = state

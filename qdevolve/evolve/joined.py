@@ -148,6 +148,11 @@ class JoinedEvolution(Evolution):
 
     def __init__(self, store: Any, run_id: str, example: Any, config: RunConfig, **kw: Any) -> None:
         self.train_settings = TrainSettings.from_dict(config.train)
+        if config.max_pending is None:
+            # Few parent prompts in flight: enough to keep the sandbox workers busy, few enough
+            # that trainer steps land between generations (on-policy rollouts, fresh versions).
+            per_job = max(1, config.children_per_parent)
+            config = config.with_overrides(max_pending=-(-max(1, config.workers) // per_job) + 1)
         self._store_early, self._run_early = store, run_id
         self.trainer = self._load_trainer(store, run_id)
         self.clusterer = registry.cluster.create(self.train_settings.cluster)
