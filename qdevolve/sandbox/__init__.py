@@ -14,10 +14,10 @@ evaluator, calls it and writes one nonce-carrying record (see ``docs/sandbox.md`
 from __future__ import annotations
 
 from qdevolve.sandbox.evaluator import check_evaluator
-from qdevolve.sandbox.limits import DEFAULT_ENV, SandboxLimits
+from qdevolve.sandbox.limits import DEFAULT_ENV, SandboxLimits, as_limits
 from qdevolve.sandbox.status import Outcome, classify
 
-__all__ = ["SandboxLimits", "DEFAULT_ENV", "best_available", "check_evaluator", "classify", "Outcome"]
+__all__ = ["SandboxLimits", "as_limits", "DEFAULT_ENV", "best_available", "check_evaluator", "classify", "Outcome"]
 
 
 def best_available() -> str:

@@ -194,7 +194,10 @@ class Staging:
         if path is None:
             return None
         src = Path(path)
-        data = src.read_bytes()
+        try:
+            data = src.read_bytes()
+        except OSError as exc:
+            raise EvaluationSetupError(f"evaluator {src} cannot be read: {exc.strerror or exc}") from exc
         digest = hashlib.sha256(data).hexdigest()[:12]
         dst = self.eval_dir / digest / src.name
         with self._lock:

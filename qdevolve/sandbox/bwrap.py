@@ -16,11 +16,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
 
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
-from qdevolve.sandbox.limits import SANDBOX_ROOT, render_bwrap_argv
+from qdevolve.sandbox.limits import SANDBOX_ROOT, SandboxLimits, render_bwrap_argv
 from qdevolve.sandbox.local import ProcessSandbox
 
 __all__ = ["BwrapSandbox", "bwrap_available"]
@@ -53,10 +54,13 @@ class BwrapSandbox(ProcessSandbox):
 
     name = "bwrap"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
+                 uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
+                 inherit_site_packages: bool = True) -> None:
         if not shutil.which("bwrap"):
             raise EvaluationSetupError("the bwrap sandbox needs bubblewrap: apt-get install bubblewrap")
-        super().__init__(**kwargs)
+        super().__init__(limits=limits, python=python, uid_base=uid_base, uid_count=uid_count,
+                         extra_sys_path=extra_sys_path, inherit_site_packages=inherit_site_packages)
         self._ro = self._ro_paths()
 
     def _ro_paths(self) -> list[str]:

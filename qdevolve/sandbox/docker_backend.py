@@ -27,7 +27,13 @@ from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
 from qdevolve.sandbox._common import Staging, _Tail, site_packages
 from qdevolve.sandbox.evaluator import build_result, read_record
-from qdevolve.sandbox.limits import SANDBOX_ROOT, SandboxLimits, render_docker_kwargs, render_env
+from qdevolve.sandbox.limits import (
+    SANDBOX_ROOT,
+    SandboxLimits,
+    as_limits,
+    render_docker_kwargs,
+    render_env,
+)
 from qdevolve.sandbox.runner import RUN_FILE
 from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult, Program
@@ -132,7 +138,7 @@ class DockerSandbox:
                 f"docker image {image} not found; build it with: bash sandboxes/docker/build-image.sh") from exc
         except Exception as exc:  # noqa: BLE001
             raise EvaluationSetupError(f"docker sandbox: no Docker engine answers ({exc}); start dockerd") from exc
-        self.limits = limits or SandboxLimits()
+        self.limits = as_limits(limits) or SandboxLimits()
         self.image = image
         self.warm = warm
         self.python = python or f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
@@ -220,7 +226,7 @@ class DockerSandbox:
         """Evaluate ``program`` in a container; thread-safe; never raises for the program."""
         if self._closed:
             raise RuntimeError("docker sandbox is closed")
-        limits = limits or self.limits
+        limits = as_limits(limits) or self.limits
         ev = self.staging.evaluator(evaluator)
         start = time.monotonic()
         try:

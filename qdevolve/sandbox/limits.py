@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "SandboxLimits",
+    "as_limits",
     "DEFAULT_ENV",
     "SANDBOX_ROOT",
     "render_env",
@@ -87,6 +88,25 @@ class SandboxLimits:
         from dataclasses import replace
 
         return replace(self, **changes)
+
+
+def as_limits(value: SandboxLimits | dict[str, Any] | None) -> SandboxLimits | None:
+    """Accept limits as a :class:`SandboxLimits` or a mapping of its fields (YAML configs).
+
+    Raises:
+        ValueError: an unknown field, naming the fields that exist.
+    """
+    if value is None or isinstance(value, SandboxLimits):
+        return value
+    if isinstance(value, dict):
+        from dataclasses import fields
+
+        known = {f.name for f in fields(SandboxLimits)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown sandbox limit(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return SandboxLimits(**value)
+    raise ValueError(f"sandbox limits must be a SandboxLimits or a mapping, got {type(value).__name__}")
 
 
 def render_env(limits: SandboxLimits, host_env: dict[str, str] | None = None) -> dict[str, str]:

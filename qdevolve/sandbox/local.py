@@ -34,7 +34,7 @@ from qdevolve.sandbox._common import (
     uid_processes,
 )
 from qdevolve.sandbox.evaluator import build_result, read_record
-from qdevolve.sandbox.limits import SandboxLimits, render_env, render_local_argv
+from qdevolve.sandbox.limits import SandboxLimits, as_limits, render_env, render_local_argv
 from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult, Program
 
@@ -70,7 +70,7 @@ class ProcessSandbox:
     def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
                  uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
                  inherit_site_packages: bool = True) -> None:
-        self.limits = limits or SandboxLimits()
+        self.limits = as_limits(limits) or SandboxLimits()
         self.python = sandbox_python(python)
         self.as_root = os.geteuid() == 0
         self.uids = UidPool(uid_base, uid_count) if self.as_root else None
@@ -148,7 +148,7 @@ class ProcessSandbox:
         """
         if self._closed:
             raise RuntimeError(f"{self.name} sandbox is closed")
-        limits = limits or self.limits
+        limits = as_limits(limits) or self.limits
         ev = self.staging.evaluator(evaluator)
         uid = self._acquire_uid()
         run = None
@@ -206,8 +206,11 @@ class LocalSandbox(ProcessSandbox):
 
     name = "local"
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
+                 uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
+                 inherit_site_packages: bool = True) -> None:
+        super().__init__(limits=limits, python=python, uid_base=uid_base, uid_count=uid_count,
+                         extra_sys_path=extra_sys_path, inherit_site_packages=inherit_site_packages)
         self.userns = (not self.as_root) and userns_available()
         if not self.as_root and not self.userns:
             log.warning("local sandbox: no namespaces available; processes that call setsid() "

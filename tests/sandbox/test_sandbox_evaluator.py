@@ -196,3 +196,13 @@ def test_best_available_probes_bwrap():
     from qdevolve.sandbox.bwrap import bwrap_available
 
     assert best_available() == ("bwrap" if bwrap_available() else "local")
+
+
+def test_missing_evaluator_is_a_setup_error(process_box, tmp_path):
+    with pytest.raises(EvaluationSetupError, match="nope.py cannot be read"):
+        process_box.evaluate(Program(code="x = 1"), tmp_path / "nope.py", LIMITS)
+
+
+def test_limits_as_mapping(process_box):
+    r = process_box.evaluate(Program(code="import time\ntime.sleep(5)"), None, {"wall_s": 0.5})
+    assert r.status == "timeout" and r.runtime_s < 3

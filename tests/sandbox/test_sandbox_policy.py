@@ -196,3 +196,16 @@ def test_runner_json_encoder_round_trips():
               "bad": math.inf, 7: "int key"}
     assert json.loads(to_json(record)) == {"nonce": "n", "score": 0.5, "metrics": {"a": 1.0}, "tests": [0.0, 1.0],
                                            "x": None, "ok": True, "bad": "inf", "7": "int key"}
+
+
+def test_limits_from_a_mapping_and_options_checked():
+    from qdevolve import registry
+    from qdevolve.errors import PluginError
+    from qdevolve.sandbox.limits import as_limits
+
+    lim = as_limits({"wall_s": 5, "env": {"PATH": "/usr/bin"}})
+    assert lim.wall_s == 5 and lim.env == (("PATH", "/usr/bin"),)
+    with pytest.raises(ValueError, match="unknown sandbox limit.*wal_s"):
+        as_limits({"wal_s": 5})
+    with pytest.raises(PluginError, match="unknown option.*bogus"):
+        registry.sandbox.create({"type": "local", "bogus": 1})
