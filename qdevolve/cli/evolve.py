@@ -20,12 +20,25 @@ def _apply_overrides(config: Any, *, iterations: int | None, seed: int | None, w
     def spec(current: dict[str, Any] | None, name_: str) -> dict[str, Any]:
         return dict(current) if current and current.get("type") == name_ else {"type": name_}
 
+    def archive_spec(current: dict[str, Any] | None, name_: str) -> dict[str, Any]:
+        """A new archive type keeps the config's options it accepts (grid, ranges, features...)."""
+        if not current or current.get("type") == name_:
+            return spec(current, name_)
+        import inspect
+
+        from qdevolve import registry
+
+        params = inspect.signature(registry.archive.get(name_)).parameters
+        takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        kept = {k: v for k, v in current.items() if k != "type" and (takes_all or k in params)}
+        return {"type": name_, **kept}
+
     kw: dict[str, Any] = {"iterations": iterations, "seed": seed, "workers": workers,
                           "wall_time_s": wall_time, "name": name}
     if sandbox:
         kw["sandbox"] = spec(config.sandbox, sandbox)
     if archive:
-        kw["archive"] = spec(config.archive, archive)
+        kw["archive"] = archive_spec(config.archive, archive)
     if selection:
         kw["selection"] = spec(config.selection, selection)
     if backend or model or api_base:
