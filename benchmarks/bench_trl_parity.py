@@ -170,7 +170,7 @@ def main() -> int:
     rows = []
     for i, setting in enumerate(SETTINGS):
         with tempfile.TemporaryDirectory() as tmp:
-            res = run_parity(Path(tmp), **setting, timing_steps=5 if i == 0 else 0)
+            res = run_parity(Path(tmp), **setting, timing_steps=9 if i == 0 else 0)
         rows.append((setting, res))
         print(setting, {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in res.items()}, flush=True)
     import transformers
@@ -185,7 +185,7 @@ def main() -> int:
         lines.append(f"| {s['loss_type']} | {s['scale_rewards']} | {s['beta']} | {r['adv_max_abs_diff']:.2e} | "
                      f"{r['loss_trl']:.6f} | {r['loss_ours']:.6f} | {r['loss_abs_diff']:.2e} |")
     t = rows[0][1]
-    lines += ["", "One full step (generation + scoring + loss + backward + optimiser step), median of 5, "
+    lines += ["", "One full step (generation + scoring + loss + backward + optimiser step), median of 9, "
               "same batch shape, same shared 2-core machine:", "",
               f"- TRL `GRPOTrainer.training_step` + optimiser step: {t['step_s_trl'] * 1000:.1f} ms",
               f"- qdevolve `sample_batch` + `PolicyTrainer.step`: {t['step_s_ours'] * 1000:.1f} ms", ""]

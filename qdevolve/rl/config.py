@@ -52,8 +52,9 @@ class TrainerConfig:
         default=1, metadata={"help": "Micro-batches per optimiser step (the batch's completions are split)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature; logits are divided by it."})
     recompute_old_logprobs: bool = field(
-        default=True, metadata={"help": "Recompute old log-probs with the current model before updating (as TRL); "
-                                        "False uses the group's sampled old_logprobs."})
+        default=True, metadata={"help": "Old log-probs come from the current model before updating (as TRL; with "
+                                        "num_iterations = 1 they are the current log-probs, detached); False uses "
+                                        "the group's sampled old_logprobs."})
     use_lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (peft) instead of all weights."})
     lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})

@@ -241,7 +241,7 @@ class PolicyTrainer:
                 return override(logp, old, adv)
         return {"groups": groups, "advs": advs, "prompts": prompts, "comps": comps, "B": B, "micro": micro,
                 "advantages": torch.tensor(adv_rows, dtype=torch.float32),
-                "old_logp": self._old_logprobs(prompts, comps, old_rows, micro),
+                "old_logp": None if self._old_is_current(old_rows) else self._old_logprobs(prompts, comps, old_rows, micro),
                 "ref_logp": self._ref_logprobs(prompts, comps, micro) if c.beta > 0 else None,
                 "n_tokens": float(sum(len(x) for x in comps)), "hook": hook}
 
@@ -254,8 +254,9 @@ class PolicyTrainer:
             pad_id=self.tokenizer.pad_token_id, temperature=c.temperature, with_entropy=True)
         T = logp.shape[1]
         ref = prep["ref_logp"]
+        old = logp.detach() if prep["old_logp"] is None else prep["old_logp"][k][:, :T]
         loss, stats = surrogate_loss(
-            logp, prep["old_logp"][k][:, :T], prep["advantages"][idx], mask, epsilon=c.epsilon,
+            logp, old, prep["advantages"][idx], mask, epsilon=c.epsilon,
             epsilon_high=c.eps_high, loss_type=self.loss_type, beta=c.beta,
             ref_logp=None if ref is None else ref[k][:, :T], max_completion_length=c.max_completion_length,
             normalizer=prep["n_tokens"], per_token_hook=prep["hook"],
@@ -308,6 +309,12 @@ class PolicyTrainer:
         return {**totals, "reward_mean": float(rewards.mean()), "advantage_mean": float(allv.mean()),
                 "advantage_abs_mean": float(np.abs(allv).mean()), "n_completions": float(B),
                 "n_tokens": prep["n_tokens"], "step": float(self.global_step), "seconds": time.perf_counter() - t0}
+
+    def _old_is_current(self, old_rows: list) -> bool:
+        """With one pass per batch the old policy is the current one: reuse its log-probs (as TRL)."""
+        if self.num_iterations != 1:
+            return False
+        return self.config.recompute_old_logprobs or any(r is None for r in old_rows)
 
     @torch.no_grad()
     def _old_logprobs(self, prompts: list, comps: list, old_rows: list, micro: list) -> list[torch.Tensor]:
