@@ -14,9 +14,9 @@ it::
 aggregated by ``loss_type``: ``grpo`` = mean over each sequence's tokens then over sequences;
 ``bnpo`` = mean over the micro-batch's tokens; ``dr_grpo`` = sum / (B x max_completion_length)
 (Liu et al. 2025, Dr. GRPO); ``dapo`` = sum / active tokens of the whole batch. An objective
-may replace the surrogate term with its ``loss_override(logp, old_logp, A)`` hook (LAD),
-and its ``mu`` hint sets the update epochs unless ``num_iterations`` is configured. The reference policy is a
-frozen copy of the initial policy, hard-reset to the current one every ``ref_reset_steps``
+may replace the surrogate term with its ``loss_override(logp, old_logp, A)`` hook (LAD), and
+its ``mu`` hint sets the update epochs unless ``num_iterations`` is configured. The reference
+policy is a frozen copy of the initial policy, hard-reset to the current one every ``ref_reset_steps``
 steps together with the optimiser state (ProRL, Liu et al. 2025, arXiv 2505.24864). Each call
 of :meth:`PolicyTrainer.step` makes ``num_iterations`` (mu) optimiser steps over the batch,
 each accumulating ``gradient_accumulation_steps`` micro-batches.
@@ -24,7 +24,9 @@ each accumulating ``gradient_accumulation_steps`` micro-batches.
 Checkpoints are policy versions in the lineage store (``policy_versions`` table; weights
 saved with ``save_pretrained`` in ``<db>.policies/<run>/v<version>`` next to the database),
 and rollouts go to and come back from the store's ``rollouts`` table, the one the outer
-loop writes. Imports: the store, objectives (through the registry), torch/transformers.
+loop writes. Objectives with a parameter-space ``update`` (``es``) are driven by
+:meth:`PolicyTrainer.es_step` and checkpointed the same way. Imports: the store, the group
+type, torch/transformers (objectives arrive as objects built by the registry).
 """
 
 from __future__ import annotations
