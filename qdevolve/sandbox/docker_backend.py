@@ -282,6 +282,8 @@ class DockerSandbox:
                                   tty=False, user=self.user, workdir=workdir,
                                   environment=render_env(limits))["Id"]
         tails = {"stdout": _Tail(limits.output_bytes), "stderr": _Tail(limits.output_bytes)}
+        lost: list[str] = []
+        start = time.monotonic()
 
         def pump() -> None:
             try:
@@ -290,22 +292,29 @@ class DockerSandbox:
                         tails["stdout"].add(out)
                     if err:
                         tails["stderr"].add(err)
-            except Exception:  # noqa: BLE001 - the container was removed under us
-                pass
+            except Exception as exc:  # noqa: BLE001 - stream broken or container removed
+                lost.append(f"{type(exc).__name__}: {exc}")
 
         reader = threading.Thread(target=pump, daemon=True, name="qdevolve-docker-reader")
         reader.start()
         reader.join(limits.wall_s)
-        timed_out = reader.is_alive()
+        deadline = start + limits.wall_s
+        info = api.exec_inspect(exec_id)
+        while info.get("Running") and time.monotonic() < deadline:  # the stream ended early
+            time.sleep(0.05)
+            info = api.exec_inspect(exec_id)
+        timed_out = reader.is_alive() or bool(info.get("Running"))
+        code = None
         if timed_out:
             try:
                 box.container.kill()
             except Exception:  # noqa: BLE001
                 pass
             reader.join(10)
-            code = None
         else:
-            code = api.exec_inspect(exec_id).get("ExitCode")
+            code = info.get("ExitCode")
+        if lost:
+            tails["stderr"].add(f"\n[qdevolve: exec output stream lost: {lost[0]}]\n".encode())
         truncated = [k for k, t in tails.items() if t.total > limits.output_bytes]
         return code, timed_out, tails["stdout"].text(), tails["stderr"].text(), truncated
 
