@@ -78,7 +78,7 @@ def test_joined_run_killed_resumes_from_latest_policy(tmp_path: Path) -> None:
     con = sqlite3.connect(db)
     before_max = con.execute("SELECT MAX(version) FROM policy_versions").fetchone()[0]
     before_prog = con.execute("SELECT MAX(seq) FROM programs").fetchone()[0]
-    assert before_max >= 3
+    assert before_max >= 2, "killed after at least two trainer steps"
     r = _qd("resume", "--db", str(db), "--iterations", str(con.execute(
         "SELECT COUNT(*) FROM programs WHERE operator != 'seed'").fetchone()[0] + 48), "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
