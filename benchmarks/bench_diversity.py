@@ -59,7 +59,7 @@ def run_bandit(seeds: int, steps: int, lr: float = 0.5) -> dict[str, Any]:
 
     task = BanditTask()
     rewards = task.rewards()
-    specs = {**{k: v for k, v in LM_OBJECTIVES.items() if k != "es"},
+    specs = {**{k: v for k, v in LM_OBJECTIVES.items() if k != "es" and k not in LM_ONLY},
              "rare": {"type": "rare", "alpha": 1.0}, "vpo": {"type": "vpo", "m": 1, "K": 16},
              "es": {"type": "es", "population": 30, "sigma": 0.5, "alpha": 0.25}}
     out: dict[str, Any] = {"steps": steps, "lr": lr, "G": 8, "base_probs": task.base_probs().tolist(), "runs": {}}

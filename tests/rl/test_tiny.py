@@ -25,21 +25,21 @@ def test_char_tokenizer_round_trip(tmp_path: Path) -> None:
 
 
 def test_build_cache_and_load(tmp_path: Path) -> None:
-    path = tiny_policy_dir("multi_answer", tmp_path, sft_steps=15, batch_size=16)
+    path = tiny_policy_dir("multi_answer", tmp_path, sft_steps=5, batch_size=16)
     info = json.loads((path / "qdevolve_tiny.json").read_text())
-    assert info["task"] == "multi_answer" and info["sft_steps"] == 15 and np.isfinite(info["sft_loss"])
+    assert info["task"] == "multi_answer" and info["sft_steps"] == 5 and np.isfinite(info["sft_loss"])
     assert (path / "config.json").is_file() and (path / "tokenizer.json").is_file()
     stamp = (path / "qdevolve_tiny.json").stat().st_mtime_ns
-    assert tiny_policy_dir("multi_answer", tmp_path, sft_steps=15, batch_size=16) == path
+    assert tiny_policy_dir("multi_answer", tmp_path, sft_steps=5, batch_size=16) == path
     assert (path / "qdevolve_tiny.json").stat().st_mtime_ns == stamp  # reused, not rebuilt
-    assert tiny_policy_dir("multi_answer", tmp_path, sft_steps=15, batch_size=16, seed=1) != path
+    assert tiny_policy_dir("multi_answer", tmp_path, sft_steps=5, batch_size=16, seed=1) != path
     model = AutoModelForCausalLM.from_pretrained(path)
     tok = AutoTokenizer.from_pretrained(path)
     assert model.config.model_type == "gpt2" and model.config.n_layer == 2
     out = model.generate(**tok("m=7 r=3:", return_tensors="pt"), max_new_tokens=4, do_sample=False,
                          pad_token_id=tok.pad_token_id)
     assert out.shape[1] <= len(tok("m=7 r=3:")["input_ids"]) + 4
-    m2, t2 = load_tiny_policy("multi_answer", tmp_path, sft_steps=15, batch_size=16)
+    m2, t2 = load_tiny_policy("multi_answer", tmp_path, sft_steps=5, batch_size=16)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), m2.parameters(), strict=True))
     with pytest.raises(ValueError, match="unknown tiny-policy setting"):
         tiny_policy_dir("multi_answer", tmp_path, width=3)
