@@ -325,6 +325,9 @@ def report() -> str:
                 "pass@1", "pass@16", "pass@256", "D_256", "answer_entropy", "support_retained", "prompts_lost")) + " |")
         lines.append("")
     lines += acceptance()
+    notes = RESULTS / "diversity_notes.md"
+    if notes.exists():  # the hand-written reading of the numbers
+        lines += ["", notes.read_text()]
     text = "\n".join(lines) + "\n"
     return text
 
