@@ -9,9 +9,11 @@ clock. Mounts: the runner and the evaluator copies read-only, a per-container sl
 read-write (each evaluation gets a fresh sub-directory of it), the controller's
 site-packages read-only.
 
+The container's own processes (tini and an idle sleeper) run as ``idle_user`` (65533), the
+runner and the program as ``user`` (65534), so the program cannot signal them.
 ``warm=True`` keeps one container per worker thread: the runner kills every other process
-of the container and empties ``/tmp`` before and after each evaluation; a container that
-timed out, ran out of memory or misbehaved is removed and replaced by a fresh one.
+of its user and empties ``/tmp`` before and after each evaluation; a container that timed
+out, ran out of memory, produced no record or stopped is removed and replaced.
 """
 
 from __future__ import annotations
@@ -41,10 +43,9 @@ from qdevolve.types import EvalResult, Program
 __all__ = ["DockerSandbox", "DEFAULT_IMAGE", "docker_available"]
 
 DEFAULT_IMAGE = "qdevolve-sandbox:latest"
-_IDLE = ("import os, time\n"
-         "open('/qdevolve/work/.idle-pid', 'w').write(str(os.getpid()))\n"
-         "while True: time.sleep(3600)\n")
+_IDLE = "import time\nwhile True: time.sleep(3600)\n"
 _USER = 65534
+_IDLE_USER = 65533  # the container's own processes: a program running as _USER cannot signal them
 
 
 def docker_available() -> str | None:
@@ -82,10 +83,9 @@ def _cgroup_value(cid: str, controller: str, file: str, key: str | None = None) 
 class _Box:
     """One container with its host slot directory."""
 
-    def __init__(self, container, slot: Path, idle_pid: int) -> None:
+    def __init__(self, container, slot: Path) -> None:
         self.container = container
         self.slot = slot
-        self.idle_pid = idle_pid
 
     def cpu_s(self) -> float | None:
         ns = _cgroup_value(self.container.id, "cpuacct", "cpuacct.usage")
@@ -110,7 +110,9 @@ class DockerSandbox:
         image: Image built by ``sandboxes/docker/build-image.sh`` (or the Dockerfile).
         warm: Reuse one container per worker thread.
         python: Interpreter path inside the image (default: ``/usr/bin/pythonX.Y``).
-        user: ``uid:gid`` inside the container; root is refused.
+        user: ``uid:gid`` the runner and the program run as; root is refused.
+        idle_user: ``uid:gid`` of the container's own idle process (tini and a sleeper), which
+            the program cannot signal, so ``kill(-1)`` cannot stop a warm container.
         runtime: OCI runtime (e.g. ``"runsc"`` for gVisor).
         inherit_site_packages: Mount the controller's site-packages read-only.
         extra_sys_path: Host directories mounted read-only and appended to ``sys.path``.
@@ -121,6 +123,7 @@ class DockerSandbox:
 
     def __init__(self, *, limits: SandboxLimits | None = None, image: str = DEFAULT_IMAGE,
                  warm: bool = False, python: str | None = None, user: str = f"{_USER}:{_USER}",
+                 idle_user: str = f"{_IDLE_USER}:{_IDLE_USER}",
                  runtime: str | None = None, inherit_site_packages: bool = True,
                  extra_sys_path: Sequence[str] = (), base_url: str | None = None) -> None:
         try:
@@ -143,6 +146,9 @@ class DockerSandbox:
         self.warm = warm
         self.python = python or f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
         self.user = user
+        self.idle_user = idle_user
+        if idle_user.split(":")[0] == user.split(":")[0]:
+            raise EvaluationSetupError("docker sandbox: idle_user must differ from user")
         self.uid = int(user.split(":")[0])
         self.gid = int(user.split(":")[1]) if ":" in user else self.uid
         self.runtime = runtime
@@ -167,7 +173,7 @@ class DockerSandbox:
         for p in self.sys_path:
             mounts[p] = (p, "ro")
         kwargs = render_docker_kwargs(
-            limits, image=self.image, user=self.user, env=render_env(limits), mounts=mounts,
+            limits, image=self.image, user=self.idle_user, env=render_env(limits), mounts=mounts,
             name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
             command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime,
         )
@@ -177,13 +183,7 @@ class DockerSandbox:
             self._all.add(container.id)
         try:
             container.start()
-            idle = slot / ".idle-pid"
-            deadline = time.monotonic() + 30
-            while not idle.exists() or not idle.read_text().strip():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("sandbox container did not start within 30 s")
-                time.sleep(0.01)
-            return _Box(container, slot, int(idle.read_text()))
+            return _Box(container, slot)
         except BaseException:
             self._remove(container, slot)
             raise
@@ -247,7 +247,7 @@ class DockerSandbox:
                 limits=limits,
                 evaluator=None if ev is None else f"{SANDBOX_ROOT}/evaluators/{ev.parent.name}/{ev.name}",
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path, reap_keep=[box.idle_pid], parent=box.slot,
+                sys_path=self.sys_path, reap_keep=[], parent=box.slot,
             )
             inner = f"{SANDBOX_ROOT}/work/{run.path.name}"
             ooms0, cpu0 = box.ooms(), box.cpu_s()
