@@ -118,7 +118,24 @@ def _caller_source(depth: int = 2) -> str:
     frame = inspect.stack()[depth]
     module = frame.frame.f_globals.get("__name__", "?")
     file = frame.filename
-    return f"{module} ({file})" if module not in ("__main__",) else file
+    if module == "__main__":
+        return file
+    dists = _distributions_of(module.split(".")[0])
+    return f"{module} ({file})" + (f" of distribution {', '.join(dists)}" if dists else "")
+
+
+_PACKAGES: dict[str, list[str]] | None = None
+
+
+def _distributions_of(top_level: str) -> list[str]:
+    """Installed distributions providing a top-level package (cached once per process)."""
+    global _PACKAGES
+    if _PACKAGES is None:
+        try:
+            _PACKAGES = {k: list(v) for k, v in metadata.packages_distributions().items()}
+        except Exception:  # pragma: no cover - broken metadata on the machine
+            _PACKAGES = {}
+    return _PACKAGES.get(top_level, [])
 
 
 class Registry:
@@ -160,9 +177,11 @@ class Registry:
             )
         _check_protocol(self.kind, name, obj, source)
         self._entries[name] = _Entry(obj, source)
+        self._checked.discard(name)
 
     def unregister(self, name: str) -> None:
         self._entries.pop(name, None)
+        self._checked.discard(name)
 
     # -- discovery ----------------------------------------------------------------------
     def _eps(self) -> dict[str, metadata.EntryPoint]:
