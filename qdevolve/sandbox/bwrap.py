@@ -21,8 +21,8 @@ from pathlib import Path
 
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
+from qdevolve.sandbox._process import ProcessSandbox
 from qdevolve.sandbox.limits import SANDBOX_ROOT, SandboxLimits, render_bwrap_argv
-from qdevolve.sandbox.local import ProcessSandbox
 
 __all__ = ["BwrapSandbox", "bwrap_available"]
 

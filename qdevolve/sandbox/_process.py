@@ -1,0 +1,170 @@
+"""`ProcessSandbox`: the ``evaluate`` shared by the ``local`` and ``bwrap`` backends.
+
+One evaluation: take a dedicated uid (when root), stage the program and run file in a fresh
+work directory, run the backend's argv under :func:`~qdevolve.sandbox._common.run_bounded`,
+read and validate the runner's record, classify, clean up. Subclasses only render argv.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from qdevolve.sandbox._common import (
+    Staging,
+    UidPool,
+    run_bounded,
+    sandbox_python,
+    site_packages,
+    uid_processes,
+)
+from qdevolve.sandbox.evaluator import build_result, read_record
+from qdevolve.sandbox.limits import SandboxLimits, as_limits, render_env
+from qdevolve.sandbox.status import Outcome
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["ProcessSandbox"]
+
+log = logging.getLogger("qdevolve.sandbox")
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class ProcessSandbox:
+    """Common ``evaluate`` of the process backends; subclasses render the argv."""
+
+    name = "process"
+
+    def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
+                 uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
+                 inherit_site_packages: bool = True) -> None:
+        self.limits = as_limits(limits) or SandboxLimits()
+        self.python = sandbox_python(python)
+        self.as_root = os.geteuid() == 0
+        self.uids = UidPool(uid_base, uid_count) if self.as_root else None
+        self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
+        self.staging = Staging(prefix=f"qdevolve-{self.name}-")
+        self._closed = False
+        self._cooling: list[tuple[int, float]] = []  # (uid, since): released once empty
+        self._swept: set[int] = set()
+        self._cool_lock = threading.Lock()
+
+    # uid hygiene ------------------------------------------------------------------------
+    def _acquire_uid(self) -> int | None:
+        if self.uids is None:
+            return None
+        uid = self.uids.acquire()
+        if uid not in self._swept:  # a crashed controller may have left something behind
+            self._swept.add(uid)
+            _kill_all(uid_processes([uid]).get(uid, []))
+        return uid
+
+    def _release_uid(self, uid: int | None, *, wait_s: float = 2.0, final: bool = False) -> None:
+        """Hand ``uid`` back once none of its processes is left (a pid namespace is torn
+        down asynchronously); survivors after ``wait_s`` are killed by pid. Never blocks
+        the evaluation: uids still busy wait in a cooling list checked on later calls."""
+        if self.uids is None:
+            return
+        with self._cool_lock:
+            if uid is not None:
+                self._cooling.append((uid, time.monotonic()))
+            pending, self._cooling = self._cooling, []
+        while pending:
+            alive = uid_processes([u for u, _ in pending])
+            keep = []
+            for u, since in pending:
+                pids = alive.get(u, [])
+                if pids and time.monotonic() - since < wait_s:
+                    keep.append((u, since))
+                    continue
+                if pids:
+                    _kill_all(pids)
+                    log.warning("sandbox uid %d: killed %d surviving process(es)", u, len(pids))
+                self.uids.release(u)
+            pending = keep
+            if not final:
+                break
+            time.sleep(0.01)
+        with self._cool_lock:
+            self._cooling.extend(pending)
+
+    # subclasses -------------------------------------------------------------------------
+    def _argv(self, run_dir: Path, uid: int | None, limits: SandboxLimits,
+              env: dict[str, str], evaluator: Path | None) -> list[str]:
+        raise NotImplementedError
+
+    def _inner(self) -> str | None:
+        return None
+
+    def _evaluator_inner(self, evaluator: Path | None) -> str | None:
+        return None if evaluator is None else str(evaluator)
+
+    def _shell_style(self) -> bool:
+        return False
+
+    def _rusage_complete(self) -> bool:
+        """Whether the spawned process waits for the runner, so its rusage includes it."""
+        return True
+
+    # public -----------------------------------------------------------------------------
+    def evaluate(self, program: Program, evaluator: str | Path | None = None,
+                 limits: SandboxLimits | None = None, *,
+                 cascade_thresholds: Sequence[float] | None = None) -> EvalResult:
+        """Evaluate ``program`` with ``evaluator`` (``None``: run it as ``__main__``).
+
+        Thread-safe; never raises for anything the program does.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self.name} sandbox is closed")
+        limits = as_limits(limits) or self.limits
+        ev = self.staging.evaluator(evaluator)
+        uid = self._acquire_uid()
+        run = None
+        try:
+            run = self.staging.new_run(
+                program, uid=uid, gid=uid, inner_dir=self._inner(), limits=limits,
+                evaluator=self._evaluator_inner(ev),
+                cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
+                sys_path=self.sys_path,
+            )
+            env = render_env(limits)
+            argv = self._argv(run.path, uid, limits, env, ev)
+            cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
+                              cwd=str(run.path))
+            record, why = read_record(run.result, run.nonce)
+            outcome = Outcome(
+                exit_code=cap.returncode, shell_style=self._shell_style(), timed_out=cap.timed_out,
+                record=record, record_error=why, record_missing=record is None and why is None,
+                cpu_s=limits.cpu_s, cpu_used_s=cap.cpu_s if self._rusage_complete() else None, stderr_tail=cap.stderr,
+            )
+            return build_result(outcome, runtime_s=cap.runtime_s, stdout=cap.stdout,
+                                stderr=cap.stderr, truncated=cap.truncated)
+        except OSError as exc:  # the sandbox itself could not start (not the program's doing)
+            return EvalResult(status="error", error=f"{self.name} sandbox failed to start: {exc}")
+        finally:
+            if run is not None:
+                self.staging.remove_run(run)
+            self._release_uid(uid)
+
+    def close(self) -> None:
+        """Wait for (or kill) the sandbox uids' last processes; remove the staging directory."""
+        self._closed = True
+        self._release_uid(None, final=True)
+        self.staging.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
