@@ -122,7 +122,7 @@ def _curve_point(task: Any, model: Any, tok: Any, step: int, exact: bool, seed: 
 
 
 def run_lm(task_name: str, seeds: int, steps: int, lr: float, curve_every: int, cache_dir: str | None,
-           objectives: list[str] | None) -> dict[str, Any]:
+           objectives: list[str] | None, tag: str = "") -> dict[str, Any]:
     from qdevolve import registry
     from qdevolve.rl.config import TrainerConfig
     from qdevolve.rl.tasks import get_task
@@ -191,7 +191,7 @@ def run_lm(task_name: str, seeds: int, steps: int, lr: float, curve_every: int, 
                   f"D_256={res['D_256']:.2f} H={res['answer_entropy']:.2f} lost={res.get('prompts_lost')} "
                   f"({res['seconds']:.0f}s)", flush=True)
         out["runs"][name] = runs
-        (RESULTS / f"diversity_{task_name}.partial.json").write_text(json.dumps(out))
+        (RESULTS / f"diversity_{task_name}{'_' + tag if tag else ''}.partial.json").write_text(json.dumps(out))
     return out
 
 
@@ -308,8 +308,9 @@ def report() -> str:
         fig.savefig(RESULTS / f"diversity_{task_name}.png", dpi=110)
         plt.close(fig)
         lines += ["", f"![{task_name}](diversity_{task_name}.png)", ""]
-    for path in sorted(RESULTS.glob("diversity_*_*.json")):
-        if path.name.endswith(".partial.json"):
+    main_files = {f"diversity_{t}.json" for t in ("bandit", "multi_answer", "expr_dsl")}
+    for path in sorted(RESULTS.glob("diversity_*.json")):
+        if path.name in main_files or path.name.endswith(".partial.json"):
             continue
         d = json.loads(path.read_text())
         nseeds = len(next(iter(d["runs"].values())))
@@ -411,7 +412,7 @@ def main() -> None:
                 res = run_bandit(args.seeds, args.steps or 1000, args.lr or 0.5)
             else:
                 res = run_lm(exp, args.seeds, args.steps or 120, args.lr or 6e-4, args.curve_every, args.cache_dir,
-                             objs)
+                             objs, args.tag)
                 old = RESULTS / f"diversity_{exp}{'_' + args.tag if args.tag else ''}.json"
                 if objs and old.exists():  # a subset of objectives: merge into the existing results
                     prev = json.loads(old.read_text())
