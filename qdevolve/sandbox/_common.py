@@ -136,8 +136,9 @@ class UidPool:
 
         while True:
             start = random.randrange(len(self.all))
-            for i in range(len(self.all)):
-                uid = self.all[(start + i) % len(self.all)]
+            # uids this pool used before first (already swept), then the rest from a random offset
+            order = [*sorted(self.used), *(self.all[(start + i) % len(self.all)] for i in range(len(self.all)))]
+            for uid in order:
                 with self._lock:
                     if uid in self._held:
                         continue

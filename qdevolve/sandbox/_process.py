@@ -70,12 +70,17 @@ class ProcessSandbox:
             _kill_all(uid_processes([uid]).get(uid, []))
         return uid
 
-    def _release_uid(self, uid: int | None, *, wait_s: float = 2.0, final: bool = False) -> None:
+    def _release_uid(self, uid: int | None, *, wait_s: float = 2.0, final: bool = False,
+                     clean: bool = False) -> None:
         """Hand ``uid`` back once none of its processes is left (a pid namespace is torn
         down asynchronously); survivors after ``wait_s`` are killed by pid. Never blocks
-        the evaluation: uids still busy wait in a cooling list checked on later calls."""
+        the evaluation: uids still busy wait in a cooling list checked on later calls.
+        ``clean``: the caller knows nothing of ``uid`` is left (no ``/proc`` scan needed)."""
         if self.uids is None:
             return
+        if clean and uid is not None:
+            self.uids.release(uid)
+            uid = None
         with self._cool_lock:
             if uid is not None:
                 self._cooling.append((uid, time.monotonic()))
@@ -113,6 +118,11 @@ class ProcessSandbox:
     def _shell_style(self) -> bool:
         return False
 
+    def _reaps_namespace(self) -> bool:
+        """Whether the spawned process exits only after its whole pid namespace is gone
+        (``unshare --fork`` waits for the namespace init, whose exit waits for the rest)."""
+        return False
+
     def _rusage_complete(self) -> bool:
         """Whether the spawned process waits for the runner, so its rusage includes it."""
         return True
@@ -131,6 +141,7 @@ class ProcessSandbox:
         ev = self.staging.evaluator(evaluator)
         uid = self._acquire_uid()
         run = None
+        clean = False
         try:
             run = self.staging.new_run(
                 program, uid=uid, gid=uid, inner_dir=self._inner(), limits=limits,
@@ -142,6 +153,7 @@ class ProcessSandbox:
             argv = self._argv(run.path, uid, limits, env, ev)
             cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
                               cwd=str(run.path))
+            clean = not cap.timed_out and self._reaps_namespace()
             record, why = read_record(run.result, run.nonce)
             outcome = Outcome(
                 exit_code=cap.returncode, shell_style=self._shell_style(), timed_out=cap.timed_out,
@@ -155,7 +167,7 @@ class ProcessSandbox:
         finally:
             if run is not None:
                 self.staging.remove_run(run)
-            self._release_uid(uid)
+            self._release_uid(uid, clean=clean)
 
     def close(self) -> None:
         """Wait for (or kill) the sandbox uids' last processes; remove the staging directory."""

@@ -73,3 +73,6 @@ class LocalSandbox(ProcessSandbox):
 
     def _shell_style(self) -> bool:
         return self.as_root or self.userns
+
+    def _reaps_namespace(self) -> bool:
+        return self.as_root
