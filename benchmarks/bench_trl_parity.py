@@ -188,7 +188,10 @@ def main() -> int:
     lines += ["", "One full step (generation + scoring + loss + backward + optimiser step), median of 9, "
               "same batch shape, same shared 2-core machine:", "",
               f"- TRL `GRPOTrainer.training_step` + optimiser step: {t['step_s_trl'] * 1000:.1f} ms",
-              f"- qdevolve `sample_batch` + `PolicyTrainer.step`: {t['step_s_ours'] * 1000:.1f} ms", ""]
+              f"- qdevolve `sample_batch` + `PolicyTrainer.step`: {t['step_s_ours'] * 1000:.1f} ms", "",
+              "Both loops do the same forward passes per step (generation, reference, one training forward and "
+              "backward); on a loaded shared machine single timings vary by +-50 %, so read the ratio across "
+              "runs, not one run.", ""]
     out = ROOT / "benchmarks" / "results" / "trl_parity.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
