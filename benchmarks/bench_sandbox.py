@@ -106,6 +106,7 @@ def main() -> None:
     args = ap.parse_args()
 
     limits = SandboxLimits(wall_s=30, cpu_s=10, memory_mb=1024)
+    load0 = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="qdevolve-bench-"))
     evaluator = tmp / "evaluator.py"
     evaluator.write_text(EVALUATOR)
@@ -140,7 +141,9 @@ def main() -> None:
         "",
         f"Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. Machine: "
         f"{platform.platform()}, {os.cpu_count()} CPU cores (shared with other jobs), Python "
-        f"{platform.python_version()}, running as {'root' if os.geteuid() == 0 else 'a user'}.",
+        f"{platform.python_version()}, running as {'root' if os.geteuid() == 0 else 'a user'}; "
+        f"1-minute load average {load0:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
+        "(other jobs share the cores, so the latencies include their contention).",
         "",
         f"Command: `python benchmarks/bench_sandbox.py --n {args.n} --n-docker-fresh {args.n_docker_fresh}"
         f" --throughput {args.throughput}`",
