@@ -26,6 +26,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,12 +171,45 @@ class RunDir:
     result: Path
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(prefix: str = "qdevolve-") -> list[str]:
+    """Remove staging directories whose owning controller died (e.g. SIGKILL)."""
+    removed = []
+    for d in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        owner = d / ".owner"
+        try:
+            pid = int(owner.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if not _pid_alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(str(d))
+    return removed
+
+
 class Staging:
-    """Per-backend directory with the runner, evaluator copies and per-run work dirs."""
+    """Per-backend directory with the runner, evaluator copies and per-run work dirs.
+
+    The directory records its owner's pid; a later controller removes directories whose
+    owner died without ``close()`` (:func:`remove_stale_staging`), and normal interpreter
+    exit removes this one even when ``close()`` was never called.
+    """
 
     def __init__(self, prefix: str = "qdevolve-sbx-") -> None:
+        remove_stale_staging()
         self.root = Path(tempfile.mkdtemp(prefix=prefix))
         os.chmod(self.root, 0o755)
+        (self.root / ".owner").write_text(f"{os.getpid()}\n")
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
         self.runner_dir = self.root / "runner"
         self.runner_dir.mkdir(mode=0o755)
         shutil.copyfile(RUNNER_SOURCE, self.runner_dir / "runner.py")
@@ -248,7 +282,7 @@ class Staging:
         shutil.rmtree(run.path, ignore_errors=True)
 
     def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._finalizer()
 
 
 @dataclass

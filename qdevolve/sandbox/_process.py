@@ -118,6 +118,10 @@ class ProcessSandbox:
     def _shell_style(self) -> bool:
         return False
 
+    def _env(self, env: dict[str, str], run_dir: Path) -> dict[str, str]:
+        """The sandbox environment for one run (``local`` points HOME/TMPDIR at the work dir)."""
+        return env
+
     def _reaps_namespace(self) -> bool:
         """Whether the spawned process exits only after its whole pid namespace is gone
         (``unshare --fork`` waits for the namespace init, whose exit waits for the rest)."""
@@ -149,7 +153,7 @@ class ProcessSandbox:
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
                 sys_path=self.sys_path,
             )
-            env = render_env(limits)
+            env = self._env(render_env(limits), run.path)
             argv = self._argv(run.path, uid, limits, env, ev)
             cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
                               cwd=str(run.path))

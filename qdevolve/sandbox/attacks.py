@@ -87,7 +87,8 @@ for p in ["/etc/qdevolve-pwned", os.path.expanduser("~/qdevolve-pwned"), "../qde
         print("wrote", p)
     except OSError as exc:
         print("refused", p, exc.errno)
-""", host_paths=("/etc/qdevolve-pwned", "__HOSTDIR__/pwned", "/qdevolve-pwned-root")),
+""", host_paths=("/etc/qdevolve-pwned", "__HOSTDIR__/pwned", "/qdevolve-pwned-root",
+                 "/tmp/qdevolve-pwned", "/root/qdevolve-pwned")),
     _a("tamper_db_evaluator", {"ok", "error"}, "delete or overwrite the DB and the evaluator",
        """
 import os

@@ -159,6 +159,24 @@ class DockerSandbox:
         self._all: set[str] = set()
         self._closed = False
         self.tag = uuid.uuid4().hex[:8]
+        if base_url is None:
+            self._remove_orphans()
+
+    def _remove_orphans(self) -> None:
+        """Remove sandbox containers whose controller (on this host) died without close()."""
+        from qdevolve.sandbox._common import _pid_alive
+
+        try:
+            stale = self.client.containers.list(all=True, filters={"label": "qdevolve.sandbox=1"})
+        except Exception:  # noqa: BLE001
+            return
+        for c in stale:
+            owner = (c.labels or {}).get("qdevolve.owner", "")
+            if owner.isdigit() and int(owner) != os.getpid() and not _pid_alive(int(owner)):
+                try:
+                    c.remove(force=True)
+                except Exception:  # noqa: BLE001
+                    pass
 
     # -- containers -----------------------------------------------------------------------
     def _start_box(self, limits: SandboxLimits) -> _Box:

@@ -76,3 +76,7 @@ class LocalSandbox(ProcessSandbox):
 
     def _reaps_namespace(self) -> bool:
         return self.as_root
+
+    def _env(self, env, run_dir):
+        # the host's /tmp is shared here: keep HOME and temp files inside the work dir
+        return {**env, **{k: str(run_dir) for k in ("HOME", "TMPDIR") if env.get(k) == "/tmp"}}

@@ -206,3 +206,34 @@ def test_missing_evaluator_is_a_setup_error(process_box, tmp_path):
 def test_limits_as_mapping(process_box):
     r = process_box.evaluate(Program(code="import time\ntime.sleep(5)"), None, {"wall_s": 0.5})
     assert r.status == "timeout" and r.runtime_s < 3
+
+
+def test_staging_of_a_killed_controller_is_removed_later():
+    import subprocess
+    import sys
+
+    from qdevolve.sandbox._common import Staging
+
+    code = ("import os\nfrom qdevolve.sandbox._common import Staging\ns = Staging(prefix='qdevolve-local-')\n"
+            "print(s.root, flush=True)\nos.kill(os.getpid(), 9)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    stale = Path(r.stdout.strip())
+    assert r.returncode == -9 and stale.is_dir()
+    fresh = Staging(prefix="qdevolve-local-")
+    try:
+        assert not stale.exists()
+    finally:
+        fresh.close()
+    assert not fresh.root.exists()
+
+
+def test_local_home_and_tmpdir_are_the_work_dir():
+    from qdevolve import registry
+
+    box = registry.sandbox.create({"type": "local"})
+    try:
+        r = box.evaluate(Program(code="import os, tempfile\nprint(os.environ['HOME'] == os.getcwd(), "
+                                      "tempfile.gettempdir() == os.getcwd())"), None, LIMITS)
+    finally:
+        box.close()
+    assert r.status == "ok" and r.artifacts["stdout"] == "True True\n"
