@@ -64,9 +64,9 @@ def curves(db: Path, every: int = 16) -> dict[str, list[float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=int, default=192)
+    ap.add_argument("--budget", type=int, default=320)
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--every", type=int, default=32, help="trainer step every N evaluations")
+    ap.add_argument("--every", type=int, default=16, help="trainer step every N evaluations")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "joined.md"))
     ap.add_argument("--plot", default=str(ROOT / "benchmarks" / "results" / "joined.png"))
