@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # TORCH_PIP_ARGS to a CPU wheel index so pip does not pull a multi-GB CUDA build.
 TORCH_SPEC     ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
-EXTRAS ?= rl,docker,openai,postgres,qd,dev
+EXTRAS ?= rl,docker,openai,postgres,qd,parity,dev
 STAMP  := $(VENV)/.bootstrap-stamp
 RUN_ARGS ?= --iterations 1500 --wall-time 150
 
@@ -41,8 +41,13 @@ test: bootstrap
 test-fast: bootstrap
 	$(BIN)/python -m pytest -m "not slow and not gpu" -q $(PYTEST_ARGS)
 
+# The quick benchmarks (about 15 minutes on 2 cores); the long ones are listed in BENCHMARKS.md.
 bench: bootstrap
-	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	$(BIN)/python benchmarks/bench_store.py
+	$(BIN)/python benchmarks/bench_sandbox.py
+	$(BIN)/python benchmarks/bench_loop.py
+	$(BIN)/python -m pip install -q "openevolve==0.4.1" && $(BIN)/python benchmarks/bench_llm_loop.py
+	$(BIN)/python benchmarks/bench_trl_parity.py
 
 lint: bootstrap
 	$(BIN)/ruff check qdevolve tests benchmarks

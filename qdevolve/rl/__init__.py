@@ -31,7 +31,22 @@ from qdevolve.rl.metrics import (
     token_entropy,
 )
 
+_LAZY = {"PolicyTrainer": "qdevolve.rl.trainer", "TrainerConfig": "qdevolve.rl.config",
+         "sample_group": "qdevolve.rl.sampling"}
+
+
+def __getattr__(name: str):  # torch-backed names load on first use, keeping this import light
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'qdevolve.rl' has no attribute {name!r}")
+
+
 __all__ = [
+    "PolicyTrainer",
+    "TrainerConfig",
+    "sample_group",
     "GROUP_FIELDS",
     "RolloutGroup",
     "SupportChange",
