@@ -471,25 +471,32 @@ class LineageStore:
                             .order_by(S.evaluations.c.id.desc()).limit(1)).first()
         return None if row is None else self._result(row)
 
-    def iter_programs(self, run_id: str, *, after_seq: int = 0, batch: int = 5000) -> Iterator[tuple[int, Program, EvalResult | None]]:
-        """``(seq, program, latest evaluation)`` in insertion order, streamed in batches."""
-        p, e = S.programs, S.evaluations
-        e2 = e.alias("e2")
-        latest = select(func.max(e2.c.id)).where(e2.c.program_id == p.c.id).correlate(p).scalar_subquery()
+    _EVAL_COLUMNS = ("status", "score", "metrics", "tests", "features", "artifacts", "error",
+                     "runtime_s", "peak_memory_mb")
+
+    def _stream(self, query: Any, key: str, start: Any) -> Iterator[tuple[int, Program, EvalResult | None]]:
+        """Page through ``query(after)`` (programs joined with one evaluation) by ``key``."""
+        after = start
         while True:
-            q = (select(p, e.c.status, e.c.score, e.c.metrics, e.c.tests, e.c.features, e.c.artifacts,
-                        e.c.error, e.c.runtime_s, e.c.peak_memory_mb, e.c.id.label("eval_id"))
-                 .select_from(p.outerjoin(e, e.c.id == latest))
-                 .where(p.c.run_id == run_id, p.c.seq > after_seq).order_by(p.c.seq).limit(batch))
             with self._connect() as c:
-                rows = c.execute(q).all()
+                rows = c.execute(query(after)).all()
                 parents = self._parents_of(c, [r.id for r in rows])
             if not rows:
                 return
             for r in rows:
                 res = None if r.eval_id is None else self._result(r)
                 yield r.seq, self._program(r, parents.get(r.id, [])), res
-            after_seq = rows[-1].seq
+            after = getattr(rows[-1], key)
+
+    def iter_programs(self, run_id: str, *, after_seq: int = 0, batch: int = 5000) -> Iterator[tuple[int, Program, EvalResult | None]]:
+        """``(seq, program, latest evaluation)`` in insertion order, streamed in batches."""
+        p, e = S.programs, S.evaluations
+        e2 = e.alias("e2")
+        latest = select(func.max(e2.c.id)).where(e2.c.program_id == p.c.id).correlate(p).scalar_subquery()
+        cols = [e.c[n] for n in self._EVAL_COLUMNS] + [e.c.id.label("eval_id")]
+        return self._stream(lambda after: (
+            select(p, *cols).select_from(p.outerjoin(e, e.c.id == latest))
+            .where(p.c.run_id == run_id, p.c.seq > after).order_by(p.c.seq).limit(batch)), "seq", after_seq)
 
     def iter_evaluated(self, run_id: str, *, batch: int = 5000) -> Iterator[tuple[int, Program, EvalResult]]:
         """``(seq, program, latest evaluation)`` of evaluated programs in *evaluation* order.
@@ -500,21 +507,11 @@ class LineageStore:
         p, e = S.programs, S.evaluations
         e2 = e.alias("e2")
         latest = select(func.max(e2.c.id)).where(e2.c.program_id == e.c.program_id).correlate(e).scalar_subquery()
-        after = 0
-        while True:
-            q = (select(p, e.c.status, e.c.score, e.c.metrics, e.c.tests, e.c.features, e.c.artifacts,
-                        e.c.error, e.c.runtime_s, e.c.peak_memory_mb, e.c.id.label("eval_id"))
-                 .select_from(e.join(p, p.c.id == e.c.program_id))
-                 .where(e.c.run_id == run_id, e.c.id > after, e.c.id == latest)
-                 .order_by(e.c.id).limit(batch))
-            with self._connect() as c:
-                rows = c.execute(q).all()
-                parents = self._parents_of(c, [r.id for r in rows])
-            if not rows:
-                return
-            for r in rows:
-                yield r.seq, self._program(r, parents.get(r.id, [])), self._result(r)
-            after = rows[-1].eval_id
+        cols = [e.c[n] for n in self._EVAL_COLUMNS] + [e.c.id.label("eval_id")]
+        return self._stream(lambda after: (
+            select(p, *cols).select_from(e.join(p, p.c.id == e.c.program_id))
+            .where(e.c.run_id == run_id, e.c.id > after, e.c.id == latest).order_by(e.c.id).limit(batch)),
+            "eval_id", 0)  # type: ignore[return-value]
 
     def count_programs(self, run_id: str) -> int:
         with self._connect() as c:

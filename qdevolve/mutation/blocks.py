@@ -40,7 +40,7 @@ def find_blocks(code: str) -> list[Block]:
         raise ValueError(f"unbalanced EVOLVE-BLOCK markers: {len(starts)} START, {len(ends)} END")
     blocks = []
     prev_end = -1
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         s = min(s, len(code))
         if e < s - 1 or s <= prev_end:
             raise ValueError("EVOLVE-BLOCK markers are nested or out of order")
@@ -60,7 +60,7 @@ def splice_blocks(skeleton: str, bodies: list[str]) -> str:
     if len(bodies) != len(blocks):
         raise ValueError(f"expected {len(blocks)} EVOLVE-BLOCK bodies, got {len(bodies)}")
     out, pos = [], 0
-    for b, body in zip(blocks, bodies):
+    for b, body in zip(blocks, bodies, strict=True):
         out.append(skeleton[pos:b.start])
         if body and not body.endswith("\n") and b.end < len(skeleton):
             body += "\n"
