@@ -233,7 +233,11 @@ class JoinedEvolution(Evolution):
     def rollout_reward(self, program: Program, result: EvalResult,
                        events: list[Any]) -> tuple[float | None, list[float] | None, str | None]:
         cell = next((e.cell for e in events if e.cell), None)
-        vector = list(result.tests) if result.tests else [self._reward(program, result)]
+        if result.tests:
+            self._n_tests = len(result.tests)
+            vector = [float(t) for t in result.tests]
+        else:  # failed programs score every test as the gated reward, so vectors line up
+            vector = [self._reward(program, result)] * getattr(self, "_n_tests", 1)
         meta: dict[str, Any] = {"program_id": program.id, "tests": result.tests,
                                 "score": None if result.score is None else round(result.score, 9),
                                 "status": result.status}
@@ -276,6 +280,12 @@ class JoinedEvolution(Evolution):
                 pending_min = first if pending_min is None else min(pending_min, first)
                 continue
             rs = [r for _, r in members if r.token_ids]
+            lengths = {len(r.reward_vector) for r in rs if r.reward_vector is not None}
+            if len(lengths) > 1:  # e.g. rewarded before the first per-test vector was seen
+                width = max(lengths)
+                for r in rs:
+                    if r.reward_vector is not None and len(r.reward_vector) != width:
+                        r.reward_vector = [float(r.reward or 0.0)] * width
             if len(rs) >= 2:
                 g = RolloutGroup.from_rollouts(rs, outcome=self._outcome_key)
                 if ("candidate_vectors" in getattr(self.trainer.objective, "requires", ())
