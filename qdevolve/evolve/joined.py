@@ -153,7 +153,6 @@ class JoinedEvolution(Evolution):
             # that trainer steps land between generations (on-policy rollouts, fresh versions).
             per_job = max(1, config.children_per_parent)
             config = config.with_overrides(max_pending=-(-max(1, config.workers) // per_job) + 1)
-        self._store_early, self._run_early = store, run_id
         self.trainer = self._load_trainer(store, run_id)
         self.clusterer = registry.cluster.create(self.train_settings.cluster)
         super().__init__(store, run_id, example, config, **kw)
@@ -215,7 +214,7 @@ class JoinedEvolution(Evolution):
         return _LockedBackend(backend)
 
     def store_path_of_version(self, version: int) -> str | None:
-        rows = self._store_early.policy_versions(self._run_early)
+        rows = self.store.policy_versions(self.run_id)
         return next((r["path"] for r in rows if r["version"] == version), None)
 
     # -- rewards -------------------------------------------------------------------------
