@@ -187,6 +187,9 @@ def render_bwrap_argv(
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
+    # The private /tmp first: interpreter or site-packages paths under /tmp (a checkout or
+    # venv there) are bound on top of it below instead of being hidden by it.
+    argv += ["--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
     for path in ro_paths:
         if not path.startswith("/usr/"):
             argv += ["--ro-bind", path, path]
@@ -195,7 +198,6 @@ def render_bwrap_argv(
         argv += ["--ro-bind", evaluator, f"{SANDBOX_ROOT}/evaluator/{os.path.basename(evaluator)}"]
     argv += [
         "--bind", workdir, f"{SANDBOX_ROOT}/work",
-        "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp",
         "--proc", "/proc", "--dev", "/dev",
         "--chdir", f"{SANDBOX_ROOT}/work",
         "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py",
