@@ -13,6 +13,7 @@ Native layout (every section optional; every plugin slot is ``{type: NAME, ...kw
     evaluator:  {cascade_thresholds: [0.5, 0.75]}
     inspirations: {n_best: 2, n_diverse: 2}
     prompt:     {system_message: ..., ...}                   # handed to prompt builders
+    novelty:    {threshold: 0.99, model_path: null}          # embedding novelty rejection
     train:      {...}                                        # the joined inner loop
 
 An OpenEvolve ``config.yaml`` (top-level ``max_iterations``, ``llm``, ``database``,
@@ -35,7 +36,8 @@ from qdevolve.errors import ConfigError
 __all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS"]
 
 NATIVE_SECTIONS = ("run", "archive", "selection", "mutation", "backend", "sandbox", "limits",
-                   "evaluator", "inspirations", "prompt", "train")
+                   "evaluator", "inspirations", "prompt", "train", "novelty")
+NOVELTY_KEYS = ("threshold", "model_path", "max_length")
 OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_dir", "random_seed",
                    "language", "file_suffix", "diff_based_evolution", "max_code_length",
                    "diff_pattern", "early_stopping_patience", "convergence_threshold",
@@ -71,6 +73,7 @@ class RunConfig:
     inspirations: dict[str, Any] = field(default_factory=lambda: {"n_best": 2, "n_diverse": 2})
     prompt: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] | None = None
+    novelty: dict[str, Any] | None = field(default=None, metadata={"help": "Embedding novelty rejection: {threshold, model_path}."})
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,6 +172,10 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
     kw["prompt"] = _mapping(where, "prompt", data.get("prompt"))
     if data.get("train") is not None:
         kw["train"] = _mapping(where, "train", data["train"])
+    if data.get("novelty") is not None:
+        nov = _mapping(where, "novelty", data["novelty"])
+        _unknown(where, "novelty", nov, NOVELTY_KEYS)
+        kw["novelty"] = nov
     return RunConfig(**kw)
 
 

@@ -66,7 +66,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
         rel = f" ({100 * gain / abs(summary.seed_score):+.2f}%)" if summary.seed_score else ""
         t.add_row("gain over seed", f"{gain:+.6g}{rel}")
     t.add_row("best program", summary.best_program_id or "-")
-    for key in ("coverage", "qd_score", "size"):
+    for key in ("coverage", "qd_score", "size", "novelty_rejected"):
         if key in summary.stats and summary.stats[key] is not None:
             v = summary.stats[key]
             t.add_row(key, f"{v:.4g}" if isinstance(v, float) else str(v))

@@ -114,6 +114,14 @@ class Evolution:
         self.stop_reason = "budget"
         self.hooks: list[Callable[[Program, EvalResult, Candidate | None], Any]] = []
         self._unevaluated: list[Program] = []
+        self.novelty = None
+        if config.novelty is not None:
+            from qdevolve.evolve.novelty_filter import EmbeddingNoveltyFilter
+
+            try:
+                self.novelty = EmbeddingNoveltyFilter(**config.novelty)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"novelty: {exc}") from None
         self._rebuild()
 
     # -- construction ----------------------------------------------------------------------
@@ -217,6 +225,12 @@ class Evolution:
         self.children = self.store.count_programs(self.run_id) - 1
         for h in self.store.code_hashes(self.run_id):
             self.hashes.add(h)
+        if self.novelty is not None:
+            try:
+                self.novelty.add_many((p.code, p.island) for _, p, _ in self.store.iter_programs(self.run_id)
+                                      if p.code)
+            except ImportError as exc:
+                raise ConfigError(f"novelty: {exc}") from None
         state = self.store.get_state(self.run_id, "rng")
         if state is not None:
             self.rng.bit_generator.state = state
@@ -411,6 +425,15 @@ class Evolution:
                         self.stop_reason = f"{self.dup_streak} duplicate children in a row"
                         self._stop = True
                     continue
+                if self.novelty is not None:
+                    novel, _sim, vec = self.novelty.check(child.code, child.island)
+                    if not novel:  # near-duplicate by embedding: skipped like a duplicate
+                        self.dup_streak += 1
+                        if self.dup_streak >= self.config.max_duplicate_streak:
+                            self.stop_reason = f"{self.dup_streak} duplicate or non-novel children in a row"
+                            self._stop = True
+                        continue
+                    self.novelty.admit(child.island, vec)
                 self.dup_streak = 0
                 self.hashes.add(child.code_hash)
                 used += 1
@@ -521,7 +544,9 @@ class Evolution:
             cb()
 
     def summary(self, elapsed: float) -> RunSummary:
-        stats = self.archive.stats()
+        stats = dict(self.archive.stats())
+        if self.novelty is not None:
+            stats["novelty_rejected"] = self.novelty.rejected
         return RunSummary(
             run_id=self.run_id, db=self.store.target, evaluations=self.store.count_evaluations(self.run_id),
             budget=self.config.iterations, seed_score=self.seed_score,

@@ -107,11 +107,16 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
         out["archive"] = archive
     else:
         out["archive"] = inner
+    if db.get("embedding_model"):
+        out["novelty"] = {"threshold": float(db.get("similarity_threshold", 0.99))}
+        unsupported.append(f"database.embedding_model ({db['embedding_model']!r} replaced by the offline "
+                           "local sentence encoder; novelty rejection is on)")
     if db.get("random_seed") is not None and "seed" not in out["run"]:
         out["run"]["seed"] = int(db["random_seed"])
     for k in db:
         if k not in {"feature_dimensions", "feature_bins", "num_islands", "migration_interval",
-                     "migration_rate", "random_seed", "db_path", "in_memory", "log_prompts"}:
+                     "migration_rate", "random_seed", "db_path", "in_memory", "log_prompts",
+                     "embedding_model", "similarity_threshold"}:
             unsupported.append(f"database.{k}")
 
     ev = data.get("evaluator") or {}
