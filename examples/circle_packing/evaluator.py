@@ -25,7 +25,7 @@ def validate(centers, radii):
     """Return None when the packing is valid, else the first violation found."""
     if len(centers) != N_CIRCLES or len(radii) != N_CIRCLES:
         return f"expected {N_CIRCLES} circles, got {len(centers)} centres and {len(radii)} radii"
-    for i, ((x, y), r) in enumerate(zip(centers, radii)):
+    for i, ((x, y), r) in enumerate(zip(centers, radii, strict=True)):
         if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (x, y, r)):
             return f"circle {i} has a non-finite value"
         if r < 0:
@@ -44,7 +44,7 @@ def _features(centers, radii):
     finite = [r for r in radii if math.isfinite(r)] or [0.0]
     mean_r = sum(finite) / len(finite)
     cv = statistics.pstdev(finite) / mean_r if mean_r > 0 else 0.0
-    edge = sum(1 for (x, y), r in zip(centers, radii)
+    edge = sum(1 for (x, y), r in zip(centers, radii, strict=False)
                if math.isfinite(x + y + r) and min(x - r, y - r, 1 - x - r, 1 - y - r) < 1e-3)
     return {"radius_cv": min(cv, 1.5), "edge_fraction": edge / max(len(radii), 1)}
 
