@@ -8,7 +8,7 @@ TORCH_SPEC     ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 EXTRAS ?= rl,docker,openai,postgres,qd,parity,bench,dev
 STAMP  := $(VENV)/.bootstrap-stamp
-RUN_ARGS ?= --iterations 3000 --wall-time 120
+RUN_ARGS ?= --iterations 2500 --wall-time 70
 
 .PHONY: bootstrap run test test-fast bench lint clean help
 
