@@ -43,7 +43,10 @@ def test_n_completions_with_usage_model_and_policy_version():
     c = out[0][0]
     assert c.error is None and c.finish_reason == "stop" and c.model == "m1" and c.policy_version == 4
     assert c.prompt_tokens > 0 and c.completion_tokens > 0 and c.latency_s >= 0
-    first, second = server.requests
+    assert len(server.requests) == 2
+    # the two requests run concurrently: tell them apart by content, not arrival order
+    first = next(r for r in server.requests if r.get("seed") != 7)
+    second = next(r for r in server.requests if r.get("seed") == 7)
     assert first["n"] == 3 and first["temperature"] == 0.3 and first["messages"][0]["content"] == "hi"
     assert second["seed"] == 7 and second["stop"] == ["\n\n"] and "n" not in second
 
