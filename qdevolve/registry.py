@@ -135,7 +135,7 @@ def _distributions_of(top_level: str) -> list[str]:
             _PACKAGES = {k: list(v) for k, v in metadata.packages_distributions().items()}
         except Exception:  # pragma: no cover - broken metadata on the machine
             _PACKAGES = {}
-    return _PACKAGES.get(top_level, [])
+    return list(dict.fromkeys(_PACKAGES.get(top_level, [])))
 
 
 class Registry:
@@ -150,6 +150,7 @@ class Registry:
         self._entry_points: dict[str, metadata.EntryPoint] | None = None
         self._broken: dict[str, str] = {}
         self._current_source: str | None = None
+        self._current_module: str | None = None
         self._checked: set[str] = set()
 
     # -- registration -------------------------------------------------------------------
@@ -157,7 +158,10 @@ class Registry:
         """Decorator: ``@registry.<kind>("name")`` registers a class or factory."""
 
         def decorate(obj: Any) -> Any:
-            self.register(name, obj, source=self._current_source or _caller_source(2))
+            # While an entry point loads, only objects of its own module take its source
+            # (a module it imports registers under that module's own name).
+            own = self._current_source and getattr(obj, "__module__", None) == self._current_module
+            self.register(name, obj, source=self._current_source if own else _caller_source(2))
             return obj
 
         return decorate
@@ -207,7 +211,7 @@ class Registry:
         if ep is None:
             return False
         source = f"entry point {ep.value} of {self._dist_name(ep)}"
-        self._current_source = source
+        self._current_source, self._current_module = source, ep.module
         try:
             obj = ep.load()
         except Exception as exc:
@@ -217,7 +221,7 @@ class Registry:
             )
             return False
         finally:
-            self._current_source = None
+            self._current_source = self._current_module = None
         if name not in self._entries:
             try:
                 self.register(name, obj, source=source)
@@ -371,7 +375,7 @@ def load_plugin_file(path: str | Path) -> PluginFile:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     for reg in REGISTRIES.values():
-        reg._current_source = str(p.resolve())
+        reg._current_source, reg._current_module = str(p.resolve()), mod_name
     try:
         spec.loader.exec_module(module)
     except PluginError:
@@ -382,7 +386,7 @@ def load_plugin_file(path: str | Path) -> PluginFile:
         raise PluginError(f"plugin file {p} failed to import: {type(exc).__name__}: {exc}") from exc
     finally:
         for reg in REGISTRIES.values():
-            reg._current_source = None
+            reg._current_source = reg._current_module = None
     names = tuple(
         (k, n) for k, r in REGISTRIES.items() for n in sorted(set(r._entries) - before[k])
     )
