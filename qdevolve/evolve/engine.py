@@ -171,11 +171,10 @@ class Evolution:
               console: Any = None, plugin_files: list[Any] = ()) -> Evolution:
         """Create a run: check plugins, evaluate the seed, then store run + seed atomically."""
         # Build every plugin first so a bad name fails before any evaluation is spent.
-        registry.archive.create(config.archive)
+        archive = registry.archive.create(config.archive)
         registry.selection.create(config.selection)
         cls._make_operators(config)
-        limits = make_limits(config.limits)
-        del limits
+        make_limits(config.limits)
         sandbox = make_sandbox(config.sandbox)
         seed_result = cls.evaluate_seed(example, config, sandbox)
         run_cfg = config.to_dict()
@@ -184,7 +183,7 @@ class Evolution:
                                   example_dir=str(example.directory), seed=config.seed)
         seed = Program(code=example.seed_code, run_id=run_id, operator="seed")
         rng = np.random.default_rng(config.seed)
-        events = registry.archive.create(config.archive).add(seed, seed_result)
+        events = archive.add(seed, seed_result)
         store.write(run_id=run_id, programs=[seed], evaluations=[(seed.id, seed_result, sandbox[0])],
                     events=events, state={"rng": rng.bit_generator.state, "budget": config.iterations})
         for pf in plugin_files:
