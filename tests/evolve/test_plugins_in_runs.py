@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from qdevolve import registry
+from qdevolve.errors import PluginError
 from qdevolve.types import Elite
 
 from .conftest import QDEVOLVE
@@ -68,4 +69,9 @@ def test_plugin_file_loads_boltzmann_without_install(tiny_example: Path, tmp_pat
     with registry.snapshot():
         registry.selection.unregister("boltzmann")
         loaded = registry.load_plugin_file(BOLTZMANN_FILE)
-        assert ("selection", "boltzmann") in loaded.names or "boltzmann" in registry.selection.names()
+        assert ("selection", "boltzmann") in loaded.names
+        if "boltzmann" in registry.selection._eps():  # the package is installed too: a duplicate
+            with pytest.raises(PluginError, match="selection.py and in entry point"):
+                registry.selection.get("boltzmann")
+        else:
+            assert registry.selection.source("boltzmann") == str(BOLTZMANN_FILE)
