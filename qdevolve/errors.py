@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["QdevolveError", "ConfigError", "DatabaseError", "PluginError", "EvaluationSetupError"]
+__all__ = ["QdevolveError", "ConfigError", "DatabaseError", "PluginError", "EvaluationSetupError", "RunAborted"]
 
 
 class QdevolveError(Exception):
@@ -25,3 +25,13 @@ class PluginError(QdevolveError):
 
 class EvaluationSetupError(QdevolveError):
     """An example directory, seed program or evaluator cannot be used."""
+
+
+class RunAborted(QdevolveError):
+    """The run cannot go on (backend unreachable, every child failing alike, cluster gone).
+
+    The engine marks the run stopped (resumable) and the CLI prints the message on one line
+    and exits 1.
+    """
+
+    exit_code = 1

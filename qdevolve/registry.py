@@ -48,6 +48,7 @@ __all__ = [
     "sandbox",
     "objective",
     "cluster",
+    "executor",
     "load_plugin_file",
     "all_plugins",
     "snapshot",
@@ -62,6 +63,7 @@ PROTOCOLS: dict[str, tuple[tuple[str, ...], ...]] = {
     "sandbox": (("evaluate",),),
     "objective": (("advantages", "update"),),
     "cluster": (("__call__",),),
+    "executor": (("submit",), ("close",)),
 }
 KINDS: tuple[str, ...] = tuple(PROTOCOLS)
 
@@ -346,7 +348,8 @@ backend = Registry("backend")
 sandbox = Registry("sandbox")
 objective = Registry("objective")
 cluster = Registry("cluster")
-REGISTRIES: dict[str, Registry] = {r.kind: r for r in (archive, selection, mutation, backend, sandbox, objective, cluster)}
+executor = Registry("executor")
+REGISTRIES: dict[str, Registry] = {r.kind: r for r in (archive, selection, mutation, backend, sandbox, objective, cluster, executor)}
 
 
 def all_plugins(load: bool = True) -> list[PluginInfo]:
