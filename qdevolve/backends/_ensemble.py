@@ -22,6 +22,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from qdevolve.errors import QdevolveError
+
 __all__ = ["ModelSpec", "ModelChooser", "parse_models"]
 
 _MODEL_KEYS = ("name", "weight", "api_base", "api_key_env", "temperature", "top_p", "max_tokens")
@@ -111,11 +113,55 @@ class ModelChooser:
         self.counts[model] = self.counts.get(model, 0) + 1
         self.sums[model] = self.sums.get(model, 0.0) + float(reward)
 
+    def state(self) -> dict[str, Any]:
+        """Bandit statistics and the draw RNG, JSON-safe (the engine stores it with the run).
+
+        Restoring it with :meth:`restore` makes the next choices those an uninterrupted
+        chooser with the same seed would make.
+        """
+        version, internal, gauss = self._rng.getstate()
+        return {"counts": dict(self.counts), "sums": dict(self.sums),
+                "rng": [version, list(internal), gauss]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state` output; statistics of models no longer configured are dropped.
+
+        Raises:
+            QdevolveError: ``state`` is malformed (the message names the field).
+        """
+        if not isinstance(state, dict):
+            raise QdevolveError(f"ensemble state is {type(state).__name__}, not an object")
+        counts, sums = state.get("counts", {}), state.get("sums", {})
+        if not isinstance(counts, dict) or not isinstance(sums, dict):
+            raise QdevolveError("ensemble state: 'counts' and 'sums' must be objects")
+        new_counts: dict[str, int] = {}
+        new_sums: dict[str, float] = {}
+        for name, v in counts.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise QdevolveError(f"ensemble state: counts[{name!r}] = {v!r} is not a count >= 0")
+            if name in self._by_name:
+                new_counts[name] = v
+        for name, v in sums.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise QdevolveError(f"ensemble state: sums[{name!r}] = {v!r} is not a finite number")
+            if name in self._by_name:
+                new_sums[name] = float(v)
+        if set(new_counts) != set(new_sums):
+            raise QdevolveError("ensemble state: 'counts' and 'sums' name different models")
+        rng = state.get("rng")
+        if rng is not None:
+            try:
+                version, internal, gauss = rng
+                self._rng.setstate((int(version), tuple(int(x) for x in internal), gauss))
+            except (TypeError, ValueError) as exc:
+                raise QdevolveError(f"ensemble state: 'rng' is not a random.Random state ({exc})") from None
+        self.counts, self.sums = new_counts, new_sums
+
+    # Earlier names of state()/restore(), kept for callers of the 0.x API.
     def state_dict(self) -> dict[str, Any]:
-        """Bandit statistics, JSON-serialisable (store with ``LineageStore.set_state``)."""
-        return {"counts": dict(self.counts), "sums": dict(self.sums)}
+        """Same as :meth:`state`."""
+        return self.state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (models no longer configured are dropped)."""
-        self.counts = {k: int(v) for k, v in state.get("counts", {}).items() if k in self._by_name}
-        self.sums = {k: float(v) for k, v in state.get("sums", {}).items() if k in self._by_name}
+        """Same as :meth:`restore`."""
+        self.restore(state)

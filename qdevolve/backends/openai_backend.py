@@ -3,11 +3,22 @@
 Works with hosted APIs and local servers (vLLM ``serve``, SGLang, llama.cpp, Ollama,
 optillm). The API key is read at request time from the environment variable *named* by
 ``api_key_env``; the key itself is never stored on the backend, shown in its ``repr`` or
-:meth:`OpenAIBackend.config`, or logged. Requests run concurrently up to ``concurrency``,
-each under a hard ``timeout_s``; transient failures (429, 5xx, timeouts, dropped
-connections) are retried with exponential backoff (:mod:`qdevolve.backends._retry`).
+:meth:`OpenAIBackend.config`, or logged. Requests run concurrently up to ``concurrency``;
+transient failures (429, 5xx, timeouts, dropped connections) are retried with exponential
+backoff (:mod:`qdevolve.backends._retry`).
+
+The server is treated as untrusted. Each response body is streamed under a byte cap
+(``max_response_bytes``) that holds before and after gzip/deflate decoding
+(:mod:`qdevolve.backends._body`); each attempt has a *total* deadline (``timeout_s``, not a
+per-read timeout, so a server sending one byte a second cannot stretch it) and each request,
+retries and waits included, at most ``max_request_s``; no wait (backoff or ``Retry-After``)
+and no request in flight outlives the run's wall time (:meth:`OpenAIBackend.set_deadline`).
+Every field of a reply is type- and range-checked (:mod:`qdevolve.backends._reply`).
 ``generate`` never raises for transport or server errors: a failed request yields
-completions with ``text=""``, ``finish_reason="error"`` and the reason in ``error``.
+completions with ``text=""``, ``finish_reason="error"`` and a one-line, terminal-safe
+reason in ``error``. The one exception is an unreachable server: after
+``max_connection_failures`` requests in a row could not connect, ``generate`` raises
+:class:`qdevolve.errors.RunAborted` naming the endpoint (never the key).
 """
 
 from __future__ import annotations
@@ -20,79 +31,55 @@ import random
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from qdevolve import registry
+from qdevolve.backends._body import ACCEPT_ENCODING, BadEncoding, BodyTooLarge, read_capped
 from qdevolve.backends._ensemble import ModelChooser, ModelSpec, parse_models
+from qdevolve.backends._reply import one_line, parse_chat_response
 from qdevolve.backends._retry import TRANSIENT_STATUS, PermanentError, TransientError, with_retries
 from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.errors import RunAborted
 
-__all__ = ["OpenAIBackend", "parse_chat_response"]
+__all__ = ["OpenAIBackend", "parse_chat_response", "endpoint_of"]
 
 log = logging.getLogger(__name__)
-_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 
 
-def _logprobs_of(choice: dict[str, Any]) -> tuple[list[float], list[int]]:
-    """Per-token log-probs (and token ids when the server encodes them) of one choice.
-
-    Reads the chat format (``logprobs.content[i].logprob``) and the completions format
-    (``logprobs.token_logprobs[i]``). vLLM with ``return_tokens_as_token_ids`` names tokens
-    ``token_id:<id>``; other servers give only the token text, so ids stay empty.
-    """
-    block = choice.get("logprobs") or {}
-    if isinstance(block.get("token_logprobs"), list):  # the /completions format
-        lps = [float(x) if x is not None else 0.0 for x in block["token_logprobs"]]
-        toks = [_TOKEN_ID.match(str(t)) for t in block.get("tokens") or []]
-        ids = [int(m.group(1)) for m in toks if m] if toks and all(toks) else []
-        return lps, ids
-    content = block.get("content") or []
-    lps = [float(t.get("logprob", 0.0)) for t in content if isinstance(t, dict)]
-    ids = []
-    for t in content:
-        m = _TOKEN_ID.match(str(t.get("token", ""))) if isinstance(t, dict) else None
-        if m is None:
-            return lps, []
-        ids.append(int(m.group(1)))
-    return lps, ids
+def endpoint_of(url: str) -> str:
+    """``url`` without user, password, query or fragment: safe to print and store."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        return one_line(urlunsplit((parts.scheme, host, parts.path, "", "")), 200)
+    except ValueError:
+        return "<unparseable URL>"
 
 
-def parse_chat_response(body: dict[str, Any], *, model: str, latency_s: float) -> list[Completion]:
-    """Our completions from a ``/chat/completions`` (or ``/completions``) response body.
+def _error_detail(text: str, limit: int) -> str:
+    """The ``error.message`` of a JSON error body, else the body's start (both cut to ``limit``)."""
+    if len(text) < 100_000:
+        try:
+            err = json.loads(text).get("error")
+            msg = err.get("message") if isinstance(err, dict) else err
+            if isinstance(msg, str):
+                return msg[:limit]
+        except (ValueError, RecursionError, AttributeError):
+            pass
+    return text[:limit]
 
-    Prompt tokens are the request's (the same for every choice); completion tokens are the
-    choice's own log-prob count when given, else the usage total split evenly.
 
-    Raises:
-        PermanentError: the body has no ``choices`` list.
-    """
-    choices = body.get("choices")
-    if not isinstance(choices, list):
-        raise PermanentError(f"server reply has no 'choices' list (keys: {sorted(body)[:8]})")
-    usage = body.get("usage") or {}
-    prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    total_completion = int(usage.get("completion_tokens") or 0)
-    out = []
-    for choice in choices:
-        msg = choice.get("message") or {}
-        text = msg.get("content") if isinstance(msg, dict) else None
-        if text is None:
-            text = choice.get("text") or ""
-        lps, ids = _logprobs_of(choice)
-        out.append(
-            Completion(
-                text=str(text),
-                token_ids=ids,
-                logprobs=lps,
-                finish_reason=choice.get("finish_reason") or "stop",
-                prompt_tokens=prompt_tokens,
-                completion_tokens=len(lps) if lps else total_completion // max(1, len(choices)),
-                model=body.get("model") or model,
-                latency_s=latency_s,
-            )
-        )
-    return out
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header given in seconds (dates and junk: ``None``)."""
+    try:
+        hint = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return hint if hint is not None and 0.0 <= hint < 1e9 else None
 
 
 @registry.backend("openai")
@@ -105,8 +92,14 @@ class OpenAIBackend:
             weighted ensemble (one model drawn per request).
         api_key_env: NAME of the environment variable holding the key (none sent if unset).
         temperature, top_p, max_tokens: When set, override the request's values.
-        timeout_s: Hard limit per HTTP request, seconds.
+        timeout_s: Total limit per HTTP attempt (connect, send, wait and read), seconds.
         retries: Retries of a transient failure; ``retry_base_s``/``retry_max_s`` shape backoff.
+        max_request_s: Total limit per request, all attempts and waits included
+            (default ``2 * timeout_s``).
+        max_response_bytes: Cap on each response body, encoded and decoded (default 8 MiB).
+        max_error_chars: Error messages (with the server's error body) are cut to this length.
+        max_connection_failures: Requests in a row that cannot connect before ``generate``
+            raises :class:`~qdevolve.errors.RunAborted` (0: never).
         concurrency: Requests in flight at once.
         bandit: Choose models by UCB1 on rewards passed to :meth:`report`.
         bandit_exploration: UCB1's exploration constant ``c``.
@@ -128,6 +121,10 @@ class OpenAIBackend:
         max_tokens: int | None = None,
         timeout_s: float = 120.0,
         retries: int = 3,
+        max_request_s: float | None = None,
+        max_response_bytes: int = 8 * 2**20,
+        max_error_chars: int = 500,
+        max_connection_failures: int = 5,
         retry_base_s: float = 0.5,
         retry_max_s: float = 30.0,
         concurrency: int = 8,
@@ -144,6 +141,14 @@ class OpenAIBackend:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
+        if max_request_s is not None and not max_request_s > 0:
+            raise ValueError(f"max_request_s must be > 0, got {max_request_s}")
+        if max_response_bytes < 1024:
+            raise ValueError(f"max_response_bytes must be >= 1024, got {max_response_bytes}")
+        if max_error_chars < 40:
+            raise ValueError(f"max_error_chars must be >= 40, got {max_error_chars}")
+        if max_connection_failures < 0:
+            raise ValueError(f"max_connection_failures must be >= 0 (0: never abort), got {max_connection_failures}")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env or ""):
             raise ValueError(
                 f"api_key_env must be the NAME of an environment variable (like OPENAI_API_KEY), "
@@ -154,6 +159,9 @@ class OpenAIBackend:
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
         self.timeout_s, self.retries = float(timeout_s), int(retries)
         self.retry_base_s, self.retry_max_s = float(retry_base_s), float(retry_max_s)
+        self.max_request_s = float(max_request_s) if max_request_s is not None else 2.0 * self.timeout_s
+        self.max_response_bytes, self.max_error_chars = int(max_response_bytes), int(max_error_chars)
+        self.max_connection_failures = int(max_connection_failures)
         self.concurrency = int(concurrency)
         self.logprobs, self.native_n = bool(logprobs), bool(native_n)
         self.extra_body = dict(extra_body or {})
@@ -164,6 +172,9 @@ class OpenAIBackend:
         self._client: httpx.AsyncClient | None = None
         self._sem: asyncio.Semaphore | None = None
         self.stats = {"requests": 0, "retries": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self._deadline: float | None = None  # the run's wall-time end (time.time() seconds)
+        self._connection_failures = 0  # requests in a row that could not connect
+        self._aborted: str | None = None  # the RunAborted message, once raised
 
     # -- public ---------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -178,6 +189,9 @@ class OpenAIBackend:
             "max_tokens": self.max_tokens,
             "timeout_s": self.timeout_s,
             "retries": self.retries,
+            "max_request_s": self.max_request_s,
+            "max_response_bytes": self.max_response_bytes,
+            "max_connection_failures": self.max_connection_failures,
             "concurrency": self.concurrency,
             "bandit": self.chooser.bandit,
             "logprobs": self.logprobs,
@@ -191,12 +205,39 @@ class OpenAIBackend:
         """Reward ``model`` (child improvement over its parent) for the UCB1 bandit."""
         self.chooser.report(model, reward)
 
+    def state(self) -> dict[str, Any]:
+        """The ensemble's model-choice state (bandit statistics, RNG), JSON-safe.
+
+        The engine stores it with the run and hands it to :meth:`restore` on resume.
+        """
+        return self.chooser.state()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state` output (see :meth:`ModelChooser.restore`)."""
+        self.chooser.restore(state)
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """The run's wall-time end, in ``time.time()`` seconds (``None``: no end).
+
+        From then on no retry wait reaches past it, requests still in flight at that
+        instant are abandoned (their completions fail with the reason), and requests made
+        after it fail at once without being sent.
+        """
+        self._deadline = None if deadline is None else float(deadline)
+
     def load_policy(self, version: int, path: str | None) -> None:
         """Record the policy version the server now serves (the server loads the weights)."""
         self.policy_version = version
 
     async def generate(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
-        """``n`` completions per request, all requests concurrently (bounded by ``concurrency``)."""
+        """``n`` completions per request, all requests concurrently (bounded by ``concurrency``).
+
+        Raises:
+            RunAborted: the server could not be reached by ``max_connection_failures``
+                requests in a row (now or earlier).
+        """
+        if self._aborted is not None:
+            raise RunAborted(self._aborted)
         self._bind_loop()
         return list(await asyncio.gather(*(self._one(r) for r in requests)))
 
@@ -231,7 +272,8 @@ class OpenAIBackend:
             self._loop = loop
             self._sem = asyncio.Semaphore(self.concurrency)
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits)
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits,
+                                             headers={"Accept-Encoding": ACCEPT_ENCODING})
 
     def _payload(self, req: GenerationRequest, spec: ModelSpec, n: int) -> tuple[str, dict[str, Any]]:
         def pick(*vals: Any) -> Any:
@@ -269,68 +311,125 @@ class OpenAIBackend:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    async def _post(self, url: str, body: dict[str, Any], spec: ModelSpec) -> list[Completion]:
+    def _deadline_mono(self, started: float) -> tuple[float, bool]:
+        """The request's end as a ``time.monotonic()`` instant, and whether the run's wall time sets it."""
+        end = started + self.max_request_s
+        if self._deadline is not None:
+            run_end = time.monotonic() + (self._deadline - time.time())
+            if run_end < end:
+                return run_end, True
+        return end, False
+
+    async def _post(self, url: str, body: dict[str, Any], spec: ModelSpec, deadline: float,
+                    by_run: bool) -> list[Completion]:
+        """One attempt, within ``timeout_s`` and before ``deadline`` (monotonic)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PermanentError("the run's wall time is over" if by_run else
+                                 f"request gave up after max_request_s={self.max_request_s:g}s")
+        budget = min(self.timeout_s, left)
+        try:
+            return await asyncio.wait_for(self._attempt(url, body, spec), timeout=budget)
+        except asyncio.TimeoutError:
+            if budget < self.timeout_s and by_run:
+                raise PermanentError("abandoned at the run's wall-time deadline") from None
+            raise TransientError(f"request timed out after {budget:g}s") from None
+
+    async def _attempt(self, url: str, body: dict[str, Any], spec: ModelSpec) -> list[Completion]:
         assert self._client is not None
         start = time.monotonic()
+        where = endpoint_of(url)
         try:
-            resp = await asyncio.wait_for(
-                self._client.post(url, content=json.dumps(body).encode(), headers=self._headers(spec)),
-                timeout=self.timeout_s,
-            )
-        except (asyncio.TimeoutError, httpx.TimeoutException):
+            async with self._client.stream("POST", url, content=json.dumps(body).encode(),
+                                           headers=self._headers(spec)) as resp:
+                try:
+                    raw = await read_capped(resp, self.max_response_bytes)
+                except BodyTooLarge:
+                    raise PermanentError(f"HTTP {resp.status_code} reply from {where} is over "
+                                         f"max_response_bytes={self.max_response_bytes}") from None
+                except BadEncoding as exc:
+                    raise PermanentError(f"reply from {where}: {exc}") from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise PermanentError(f"cannot send to {where}: {exc}", connection=True) from None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise TransientError(f"connection error: {type(exc).__name__}: {exc}", connection=True) from None
+        except httpx.TimeoutException:
             raise TransientError(f"request timed out after {self.timeout_s:g}s") from None
         except httpx.TransportError as exc:
             raise TransientError(f"connection error: {type(exc).__name__}: {exc}") from None
         latency = time.monotonic() - start
-        text = resp.content.decode("utf-8", errors="replace")
+        text = raw.decode("utf-8", errors="replace")
+        del raw
         if resp.status_code != 200:
-            snippet = text[:200].replace("\n", " ")
-            msg = f"HTTP {resp.status_code} from {url}: {snippet}"
+            msg = f"HTTP {resp.status_code} from {where}: {_error_detail(text, self.max_error_chars)}"
             if resp.status_code in TRANSIENT_STATUS:
-                retry_after = resp.headers.get("retry-after")
-                try:
-                    hint = float(retry_after) if retry_after is not None else None
-                except ValueError:
-                    hint = None
-                raise TransientError(msg, retry_after=hint)
+                raise TransientError(msg, retry_after=_retry_after(resp.headers.get("retry-after")))
             raise PermanentError(msg)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise PermanentError(f"server reply is not JSON ({exc.msg} at char {exc.pos})") from None
-        if not isinstance(data, dict):
-            raise PermanentError(f"server reply is JSON {type(data).__name__}, not an object")
+        except (ValueError, RecursionError) as exc:  # 5,000-digit integers, deep nesting
+            raise PermanentError(f"server reply is not usable JSON ({type(exc).__name__})") from None
         return parse_chat_response(data, model=spec.name, latency_s=latency)
 
     def _on_retry(self, attempt: int, exc: Exception, delay: float) -> None:
         self.stats["retries"] += 1
-        log.info("generation retry %d/%d in %.2fs: %s", attempt, self.retries, delay, exc)
+        log.info("generation retry %d/%d in %.2fs: %s", attempt, self.retries, delay,
+                 one_line(exc, self.max_error_chars))
+
+    def _count_connection(self, exc: Exception | None, url: str) -> None:
+        """Track requests in a row that could not connect; abort the run past the limit."""
+        if exc is None or not getattr(exc, "connection", False):
+            self._connection_failures = 0
+            return
+        self._connection_failures += 1
+        limit = self.max_connection_failures
+        if limit and self._connection_failures >= limit and self._aborted is None:
+            self._aborted = one_line(
+                f"the model server at {endpoint_of(url)} is unreachable: {self._connection_failures} "
+                f"requests in a row could not connect (last: {exc}); start the server or fix "
+                "backend.api_base", 600)
+        if self._aborted is not None:
+            raise RunAborted(self._aborted)
 
     async def _call(self, req: GenerationRequest, n: int) -> list[Completion]:
         spec = self.chooser.pick()
         url, body = self._payload(req, spec, n)
         assert self._sem is not None
         async with self._sem:
+            if self._aborted is not None:
+                raise RunAborted(self._aborted)
             self.stats["requests"] += 1
             start = time.monotonic()
+            deadline, by_run = self._deadline_mono(start)
+            failure: Exception | None = None
             try:
                 comps = await with_retries(
-                    lambda: self._post(url, body, spec),
+                    lambda: self._post(url, body, spec, deadline, by_run),
                     retries=self.retries,
                     base_delay=self.retry_base_s,
                     max_delay=self.retry_max_s,
                     rng=self._rng,
                     on_retry=self._on_retry,
+                    deadline=deadline,
                 )
             except (TransientError, PermanentError) as exc:
+                failure = exc
+            self._count_connection(failure, url)
+            if failure is not None:
                 self.stats["errors"] += 1
-                log.warning("generation failed (model %s): %s", spec.name, exc)
-                err = Completion(text="", finish_reason="error", error=str(exc), model=spec.name,
+                reason = one_line(failure, self.max_error_chars)
+                log.warning("generation failed (model %s): %s", one_line(spec.name, 100), reason)
+                err = Completion(text="", finish_reason="error", error=reason, model=spec.name,
                                  latency_s=time.monotonic() - start)
                 return [_copy(err) for _ in range(n)]
         for c in comps:
             c.policy_version = self.policy_version
             c.model = spec.name
+            if c.error is not None:
+                self.stats["errors"] += 1
+                c.error = one_line(c.error, self.max_error_chars)
             self.stats["completion_tokens"] += c.completion_tokens
         if comps:
             self.stats["prompt_tokens"] += comps[0].prompt_tokens

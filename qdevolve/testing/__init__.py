@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Reply", "ScriptedServer", "ScriptedModel", "GarbageScript", "FailFirst", "Cycle", "GARBAGE_MODES", "make_script"]
+__all__ = ["Reply", "ScriptedServer", "ScriptedModel", "GarbageScript", "FailFirst", "Cycle", "GARBAGE_MODES", "make_script",
+           "HostileScript", "HOSTILE_MODES"]
 
 _WHERE = {
     "Reply": "scripted_server",
@@ -20,6 +21,8 @@ _WHERE = {
     "Cycle": "scripts",
     "GARBAGE_MODES": "scripts",
     "make_script": "scripts",
+    "HostileScript": "hostile",
+    "HOSTILE_MODES": "hostile",
 }
 
 

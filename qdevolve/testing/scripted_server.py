@@ -3,7 +3,7 @@
 For tests and benchmarks: the backend under test talks HTTP to it exactly as to vLLM or a
 hosted API. A *script* is a callable ``(request_json) -> reply`` where the reply is a
 string (the assistant message), or a :class:`Reply` (text, HTTP status, delay, raw body
-bytes, finish reason). For ``n > 1`` the script is called once per choice (the choice index
+bytes, a streamed body, finish reason). For ``n > 1`` the script is called once per choice (the choice index
 is in ``request["_choice"]``). Built-in scripts live in :mod:`qdevolve.testing.scripts`.
 
 Usage::
@@ -23,7 +23,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,7 +41,11 @@ class Reply:
         delay_s: Extra seconds to wait before answering (on top of the server latency).
         raw: Raw response body bytes, sent as-is (overrides everything else).
         finish_reason: The choice's finish reason.
-        headers: Extra response headers (e.g. ``Retry-After``).
+        headers: Extra response headers (e.g. ``Retry-After``, ``Content-Encoding``).
+        stream: A callable returning the body as an iterable of byte chunks, sent as they
+            come (chunked, unless ``headers`` give a ``Content-Length``); overrides ``raw``.
+            The iterable may be endless: sending stops when the client hangs up.
+        chunk_delay_s: Seconds to wait before each streamed chunk (a slow-loris server).
     """
 
     text: str = ""
@@ -50,6 +54,8 @@ class Reply:
     raw: bytes | None = None
     finish_reason: str = "stop"
     headers: dict[str, str] = field(default_factory=dict)
+    stream: Callable[[], Iterable[bytes]] | None = None
+    chunk_delay_s: float = 0.0
 
 
 Script = Callable[[dict[str, Any]], "str | Reply"]
@@ -84,6 +90,35 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
             pass
 
+    def _send_stream(self, status: int, reply: Reply) -> None:
+        """Send ``reply.stream`` chunk by chunk until it ends or the client hangs up."""
+        assert reply.stream is not None
+        headers = {k.lower(): v for k, v in reply.headers.items()}
+        chunked = "content-length" not in headers
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            for k, v in reply.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.flush()
+            for chunk in reply.stream():
+                if reply.chunk_delay_s > 0:
+                    time.sleep(reply.chunk_delay_s)
+                if self.server.owner.stopped:
+                    break
+                if chunked:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                else:
+                    self.wfile.write(chunk)
+                self.wfile.flush()
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):  # the client gave up
+            self.close_connection = True
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         if self.path.rstrip("/").endswith("/models"):
             data = {"object": "list", "data": [{"id": self.server.owner.model_name, "object": "model", "owned_by": "qdevolve"}]}
@@ -106,6 +141,9 @@ class _Handler(BaseHTTPRequestHandler):
         owner._enter(req, dict(self.headers))
         try:
             status, body, headers = owner._answer(req, chat=self.path.rstrip("/").endswith("/chat/completions"))
+            if isinstance(body, Reply):
+                self._send_stream(status, body)
+                return
         finally:
             owner._leave()
         self._send(status, body, headers)
@@ -163,6 +201,7 @@ class ScriptedServer:
         self._httpd.owner = self
         self._thread: threading.Thread | None = None
         self._counter = 0
+        self.stopped = False
 
     @property
     def url(self) -> str:
@@ -176,6 +215,7 @@ class ScriptedServer:
 
     def stop(self) -> None:
         """Stop serving and close the port (requests still sleeping are abandoned)."""
+        self.stopped = True
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
@@ -200,7 +240,7 @@ class ScriptedServer:
         with self._lock:
             self.in_flight -= 1
 
-    def _answer(self, req: dict[str, Any], *, chat: bool) -> tuple[int, bytes, dict[str, str]]:
+    def _answer(self, req: dict[str, Any], *, chat: bool) -> tuple[int, bytes | Reply, dict[str, str]]:
         n = max(1, int(req.get("n") or 1))
         replies = []
         for i in range(n):
@@ -216,6 +256,8 @@ class ScriptedServer:
         if delay > 0:
             time.sleep(delay)
         first = replies[0]
+        if first.stream is not None:
+            return first.status, first, first.headers
         if first.raw is not None:
             return first.status, first.raw, first.headers
         if first.status != 200:
@@ -259,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     from qdevolve.testing.scripts import make_script
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--script", default="evolve", help="built-in script: evolve, or garbage:<mode>, mixed")
+    p.add_argument("--script", default="evolve",
+                   help="built-in script: evolve, mixed, garbage:<mode>, hostile or hostile:<mode>")
     p.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)

@@ -294,7 +294,7 @@ class Cycle:
 
 
 def make_script(name: str, *, seed: int = 0, timeout_delay_s: float = 30.0) -> Callable[[dict[str, Any]], str | Reply]:
-    """A built-in script by name: ``evolve``, ``garbage:<mode>``, or ``mixed``.
+    """A built-in script by name: ``evolve``, ``garbage:<mode>``, ``mixed``, ``hostile:<mode>`` or ``hostile``.
 
     ``mixed`` alternates a valid reply with each garbage mode in turn, so a run sees every
     kind of failure and still makes progress.
@@ -303,10 +303,19 @@ def make_script(name: str, *, seed: int = 0, timeout_delay_s: float = 30.0) -> C
         return ScriptedModel(seed=seed)
     if name.startswith("garbage:"):
         return GarbageScript(name.split(":", 1)[1], timeout_delay_s=timeout_delay_s)
+    if name.startswith("hostile"):
+        from qdevolve.testing.hostile import HOSTILE_MODES, HostileScript
+
+        model = ScriptedModel(seed=seed)
+        if name == "hostile":  # every hostile mode in turn
+            return Cycle([HostileScript(m, valid=model) for m in HOSTILE_MODES])
+        if name.startswith("hostile:"):
+            return HostileScript(name.split(":", 1)[1], valid=model)
     if name == "mixed":
         model = ScriptedModel(seed=seed)
         seq: list[Callable[[dict[str, Any]], str | Reply]] = []
         for mode in GARBAGE_MODES:
             seq += [model, GarbageScript(mode, timeout_delay_s=timeout_delay_s)]
         return Cycle(seq)
-    raise ValueError(f"unknown script {name!r}; use evolve, mixed or garbage:<{'|'.join(GARBAGE_MODES)}>")
+    raise ValueError(f"unknown script {name!r}; use evolve, mixed, hostile, hostile:<mode> or "
+                     f"garbage:<{'|'.join(GARBAGE_MODES)}>")
