@@ -17,6 +17,7 @@ from typing import Any
 
 from qdevolve.backends.base import Completion, GenerationRequest
 from qdevolve.mutation.base import Candidate, MutationContext
+from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.prompts import build_prompt, prompt_hash
 from qdevolve.types import Program, new_id
 
@@ -146,6 +147,10 @@ class LLMMutation:
         try:
             code, extra = self.parse(text, parent, others)
             check_syntax(code, parent.language)
+            if parent.language == "python":
+                violation = fixed_code_violation(parent.code, code)
+                if violation is not None:
+                    raise ParseError(violation)
             if max_code_length and len(code) > int(max_code_length):
                 raise ParseError(f"child is {len(code)} characters, over max_code_length={max_code_length}")
         except ParseError as exc:
