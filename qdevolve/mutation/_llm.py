@@ -4,18 +4,24 @@
 :class:`GenerationRequest` with ``n = context.n`` and parses every completion with the
 subclass's :meth:`LLMMutation.parse`. Nothing the model or the server does raises: a failed
 request, an empty or oversized reply, a reply that does not parse, edits outside the
-EVOLVE-BLOCK regions, a child longer than ``settings["max_code_length"]`` or a child that
-is not valid Python all become a candidate with
-``code=None``, the reason in ``error`` and the reply in ``raw``.
+EVOLVE-BLOCK regions, a block that changes the meaning of the fixed code outside it
+(:mod:`qdevolve.mutation.fixed_code`), a child longer than ``settings["max_code_length"]``
+or a child that is not valid Python all become a candidate with ``code=None``, the reason in
+``error`` and the reply in ``raw``. The reply of a failed candidate is kept only up to
+``max_failed_reply_chars`` (in ``raw`` and in the completion text the engine stores), so a
+runaway model cannot fill the database. The one exception that passes through is
+:class:`qdevolve.errors.RunAborted` (the model server is unreachable): the run must stop.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Any
 
 from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.errors import RunAborted
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.prompts import build_prompt, prompt_hash
@@ -54,6 +60,7 @@ class LLMMutation:
         temperature, top_p, max_tokens: Sampling settings for the request (``None``: the
             request defaults; a backend's own settings may override them).
         max_reply_chars: Longer replies are failed candidates (a runaway model).
+        max_failed_reply_chars: A failed candidate keeps this much of its reply.
         settings: Prompt settings merged under ``context.settings``.
     """
 
@@ -69,10 +76,14 @@ class LLMMutation:
         top_p: float | None = None,
         max_tokens: int | None = None,
         max_reply_chars: int = 200_000,
+        max_failed_reply_chars: int = 20_000,
         settings: dict[str, Any] | None = None,
     ) -> None:
         if max_reply_chars <= 0:
             raise ValueError(f"max_reply_chars must be > 0, got {max_reply_chars}")
+        if max_failed_reply_chars < 0:
+            raise ValueError(f"max_failed_reply_chars must be >= 0, got {max_failed_reply_chars}")
+        self.max_failed_reply_chars = max_failed_reply_chars
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
         self.max_reply_chars = max_reply_chars
         self.settings = dict(settings or {})
@@ -125,6 +136,8 @@ class LLMMutation:
         try:
             results = await backend.generate([req])
             completions: list[Completion] = list(results[0]) if results else []
+        except RunAborted:
+            raise
         except Exception as exc:  # a backend that raises must not stop the run
             reason = f"backend error: {type(exc).__name__}: {exc}"
             return [self._failed(parent, others, reason, **common) for _ in range(n)]
@@ -132,18 +145,31 @@ class LLMMutation:
             return [self._failed(parent, others, "backend returned no completions", **common)]
         return [self._candidate(parent, others, c, common, limit) for c in completions]
 
+    def _failed_reply(self, parent: Program, others: list[Program], reason: str, comp: Completion,
+                      common: dict[str, Any], meta: dict[str, Any]) -> Candidate:
+        """A failed candidate whose stored reply is cut to ``max_failed_reply_chars``."""
+        text = comp.text or ""
+        if len(text) > self.max_failed_reply_chars:
+            meta = {**meta, "reply_chars": len(text), "reply_truncated": True}
+            text = text[: self.max_failed_reply_chars]
+            comp = dataclasses.replace(comp, text=text)
+        return self._failed(parent, others, reason, **common, completion=comp, raw=text, metadata=meta)
+
     def _candidate(self, parent: Program, others: list[Program], comp: Completion, common: dict[str, Any],
                    max_code_length: int | None = None) -> Candidate:
         text = comp.text or ""
         meta: dict[str, Any] = {"model": comp.model, "finish_reason": comp.finish_reason}
         kw = {**common, "completion": comp, "raw": text, "metadata": meta}
+
+        def failed(reason: str) -> Candidate:
+            return self._failed_reply(parent, others, reason, comp, common, meta)
+
         if comp.error:
-            return self._failed(parent, others, f"generation failed: {comp.error}", **kw)
+            return failed(f"generation failed: {comp.error}")
         if not text.strip():
-            return self._failed(parent, others, "empty reply", **kw)
+            return failed("empty reply")
         if len(text) > self.max_reply_chars:
-            reason = f"reply too long: {len(text)} characters > max_reply_chars={self.max_reply_chars}"
-            return self._failed(parent, others, reason, **kw)
+            return failed(f"reply too long: {len(text)} characters > max_reply_chars={self.max_reply_chars}")
         try:
             code, extra = self.parse(text, parent, others)
             check_syntax(code, parent.language)
@@ -157,6 +183,6 @@ class LLMMutation:
             reason = str(exc)
             if comp.finish_reason == "length":
                 reason += " (the reply was cut off at max_tokens)"
-            return self._failed(parent, others, reason, **kw)
+            return failed(reason)
         meta.update(extra)
         return Candidate(code=code, operator=self.name, parent_ids=self.parent_ids(parent, others), **kw)

@@ -9,12 +9,19 @@
     >>>>>>> REPLACE
 
 Blocks apply in order, each to the result of the previous one. A SEARCH section matches
-whole lines, trying three comparisons in turn (the first that finds a match wins): exact;
-ignoring trailing whitespace; ignoring indentation (the replacement is then re-indented by
-the difference between the parent's indentation and the SEARCH section's). When a section
-occurs more than once, the first occurrence inside an EVOLVE-BLOCK region is used. The
-child must differ from the parent only inside the regions (enforced, unlike OpenEvolve
-#422) and must parse; otherwise the candidate fails with the reason.
+whole lines, trying four comparisons in turn (the first that finds a match wins): exact;
+ignoring trailing whitespace; ignoring indentation; ignoring all whitespace and blank lines
+(for the last two the replacement is re-indented by the difference between the parent's
+indentation and the SEARCH section's). When a section occurs more than once, the first
+occurrence inside an EVOLVE-BLOCK region is used. The child must differ from the parent
+only inside the regions (enforced, unlike OpenEvolve #422) and must parse; otherwise the
+candidate fails with the reason.
+
+Salvage, as a careful reader would: a reply with no SEARCH/REPLACE block but a fenced
+program (with the EVOLVE-BLOCK markers, or the parent's fixed code around the new body) is
+taken as a rewrite, and a fenced block that redefines what the parent's one region defines
+is taken as the region's new body. The child records how in ``metadata["salvaged"]``
+(``full_program``, ``block``, or the loosest SEARCH comparison used).
 """
 
 from __future__ import annotations
@@ -24,11 +31,11 @@ from collections.abc import Callable
 from typing import Any
 
 from qdevolve import registry
-from qdevolve.mutation._llm import LLMMutation, ParseError
+from qdevolve.mutation._llm import LLMMutation, ParseError, extract_code_blocks
 from qdevolve.mutation.blocks import edits_inside_blocks, find_blocks
 from qdevolve.types import Program
 
-__all__ = ["DiffMutation", "parse_diff", "apply_diff"]
+__all__ = ["DiffMutation", "parse_diff", "apply_diff", "salvage_program"]
 
 _BLOCK = re.compile(
     r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
@@ -41,6 +48,11 @@ _COMPARE: list[tuple[str, Callable[[str], str]]] = [
     ("trailing_whitespace", lambda s: s.rstrip()),
     ("indentation", lambda s: s.strip()),
 ]
+_LOOSENESS = ["exact", "trailing_whitespace", "indentation", "whitespace"]
+
+
+def _squash(line: str) -> str:
+    return "".join(line.split())
 
 
 def parse_diff(reply: str) -> list[tuple[str, str]]:
@@ -80,6 +92,25 @@ def _inside_lines(code: str) -> set[int]:
     return out
 
 
+def _reindent(r_lines: list[str], s_lines: list[str], c_lines: list[str]) -> list[str]:
+    """The replacement shifted by the parent's indentation minus the SEARCH section's."""
+    s_ind = next((_indent(x) for x in s_lines if x.strip()), "")
+    c_ind = next((_indent(x) for x in c_lines if x.strip()), "")
+    if s_ind == c_ind:
+        return r_lines
+    return [c_ind + x[len(s_ind):] if x.startswith(s_ind) else (c_ind + x.lstrip() if x.strip() else x)
+            for x in r_lines]
+
+
+def _loose_hits(lines: list[str], s_lines: list[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` line spans equal to ``s_lines`` ignoring all whitespace and blank lines."""
+    target = [_squash(x) for x in s_lines if x.strip()]
+    kept = [(i, _squash(x)) for i, x in enumerate(lines) if x.strip()]
+    k = len(target)
+    return [(kept[j][0], kept[j + k - 1][0] + 1) for j in range(len(kept) - k + 1)
+            if [t for _, t in kept[j:j + k]] == target]
+
+
 def _apply_one(code: str, search: str, replace: str) -> tuple[str, str]:
     """``code`` with ``search`` replaced; returns the new code and the comparison used."""
     if not search.strip():
@@ -88,22 +119,21 @@ def _apply_one(code: str, search: str, replace: str) -> tuple[str, str]:
     s_lines = search.split("\n")
     k = len(s_lines)
     inside = _inside_lines(code)
+    r_lines = replace.split("\n") if replace != "" else []
     for how, norm in _COMPARE:
         target = [norm(x) for x in s_lines]
-        hits = [i for i in range(len(lines) - k + 1) if [norm(x) for x in lines[i:i + k]] == target]
-        if not hits:
-            continue
-        pick = next((i for i in hits if all(j in inside for j in range(i, i + k))), hits[0])
-        r_lines = replace.split("\n") if replace != "" else []
-        if how == "indentation":
-            s_ind = next((_indent(x) for x in s_lines if x.strip()), "")
-            c_ind = next((_indent(x) for x in lines[pick:pick + k] if x.strip()), "")
-            if s_ind != c_ind:
-                r_lines = [c_ind + x[len(s_ind):] if x.startswith(s_ind) else (c_ind + x.lstrip() if x.strip() else x)
-                           for x in r_lines]
-        return "\n".join(lines[:pick] + r_lines + lines[pick + k:]), how
-    first = search.strip().split("\n")[0][:80]
-    raise ParseError(f"SEARCH section not found in the parent (first line: {first!r})")
+        hits = [(i, i + k) for i in range(len(lines) - k + 1) if [norm(x) for x in lines[i:i + k]] == target]
+        if hits:
+            break
+    else:
+        how, hits = "whitespace", _loose_hits(lines, s_lines)
+    if not hits:
+        first = search.strip().split("\n")[0][:80]
+        raise ParseError(f"SEARCH section not found in the parent (first line: {first!r})")
+    lo, hi = next(((a, b) for a, b in hits if all(j in inside for j in range(a, b))), hits[0])
+    if how in ("indentation", "whitespace"):
+        r_lines = _reindent(r_lines, s_lines, lines[lo:hi])
+    return "\n".join(lines[:lo] + r_lines + lines[hi:]), how
 
 
 def apply_diff(code: str, pairs: list[tuple[str, str]]) -> tuple[str, list[str]]:
@@ -126,11 +156,41 @@ class DiffMutation(LLMMutation):
     edit_format = "diff"
 
     def parse(self, reply: str, parent: Program, others: list[Program]) -> tuple[str, dict[str, Any]]:
-        pairs = parse_diff(reply)
+        try:
+            pairs = parse_diff(reply)
+        except ParseError as exc:
+            salvaged = salvage_program(reply, parent)
+            if salvaged is None:
+                raise exc from None
+            return salvaged
         child, hows = apply_diff(parent.code, pairs)
         if child == parent.code:
             raise ParseError("the diff changes nothing")
         if not edits_inside_blocks(parent.code, child):
             raise ParseError("edit outside the EVOLVE-BLOCK markers: only code between "
                              "EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change")
-        return child, {"edits": len(pairs), "match": hows}
+        meta: dict[str, Any] = {"edits": len(pairs), "match": hows}
+        loosest = max(hows, key=_LOOSENESS.index)
+        if loosest != "exact":
+            meta["salvaged"] = loosest
+        return child, meta
+
+
+def salvage_program(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
+    """A diff reply with no SEARCH/REPLACE block read as a whole program or a whole block.
+
+    Returns ``(child, metadata)`` or ``None`` when the reply holds neither.
+    """
+    from qdevolve.mutation.rewrite import block_from_reply, code_from_reply, splice_into
+
+    if not extract_code_blocks(reply):
+        return None
+    try:
+        child = splice_into(parent.code, code_from_reply(reply, parent.language))
+        kind = "full_program"
+    except ParseError:
+        child = block_from_reply(reply, parent)
+        kind = "block"
+    if child is None or child == parent.code:
+        return None
+    return child, {"edits": 0, "salvaged": kind}

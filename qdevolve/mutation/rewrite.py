@@ -6,10 +6,18 @@ the parent's number of regions; a reply that dropped the marker lines of a one-r
 but repeats the skeleton around the region unchanged is accepted too. A parent without markers is evolvable as a whole and the
 reply's code replaces it. When a reply has several fenced blocks, the longest one in the
 program's language (or untagged) is used.
+
+Salvage, as a careful reader would: a reply that answers with SEARCH/REPLACE blocks instead
+of a program is applied as a diff (``metadata["salvaged"] = "diff"``); a fenced block
+without markers that redefines what the parent's one region defines is taken as the
+region's new body (``"block"``) by the ``diff`` operator (see
+:func:`block_from_reply`).
 """
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from typing import Any
 
 from qdevolve import registry
@@ -17,7 +25,7 @@ from qdevolve.mutation._llm import LLMMutation, ParseError, extract_code_blocks
 from qdevolve.mutation.blocks import END, START, find_blocks, splice_blocks
 from qdevolve.types import Program
 
-__all__ = ["RewriteMutation", "code_from_reply", "splice_into"]
+__all__ = ["RewriteMutation", "code_from_reply", "splice_into", "block_from_reply"]
 
 _ALIASES = {"python": {"python", "py", "python3", ""}}
 
@@ -76,6 +84,50 @@ def _body_between_skeleton(parent_code: str, new_code: str) -> str | None:
     return "\n".join(middle) + "\n" if middle else None
 
 
+def _top_names(code: str) -> set[str] | None:
+    """Names the top-level statements of ``code`` define (``None`` when it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    names = set()
+    for st in tree.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(st.name)
+        elif isinstance(st, (ast.Assign, ast.AnnAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def block_from_reply(reply: str, parent: Program) -> str | None:
+    """The parent with its one region's body replaced by the reply's fenced block, or ``None``.
+
+    Taken only when the parent has exactly one EVOLVE-BLOCK region, the reply's code has no
+    markers, parses, and defines every top-level name the parent's region defines (so it is
+    the region rewritten, not a fragment). The body is re-indented to the region's.
+    """
+    if parent.language != "python" or START not in parent.code:
+        return None
+    try:
+        blocks = find_blocks(parent.code)
+        new = code_from_reply(reply, parent.language)
+    except (ValueError, ParseError):
+        return None
+    if len(blocks) != 1 or START in new or END in new:
+        return None
+    body = parent.code[blocks[0].start:blocks[0].end]
+    wanted = _top_names(textwrap.dedent(body))
+    new = textwrap.dedent(new).strip("\n") + "\n"
+    got = _top_names(new)
+    if not wanted or got is None or not wanted <= got:
+        return None
+    indent = next((ln[: len(ln) - len(ln.lstrip())] for ln in body.split("\n") if ln.strip()), "")
+    if indent:
+        new = textwrap.indent(new, indent)
+    return splice_blocks(parent.code, [new])
+
+
 def splice_into(parent_code: str, new_code: str) -> str:
     """The parent's skeleton with the regions of ``new_code`` spliced in.
 
@@ -114,7 +166,26 @@ class RewriteMutation(LLMMutation):
     edit_format = "rewrite"
 
     def parse(self, reply: str, parent: Program, others: list[Program]) -> tuple[str, dict[str, Any]]:
-        child = splice_into(parent.code, code_from_reply(reply, parent.language))
+        try:
+            child = splice_into(parent.code, code_from_reply(reply, parent.language))
+        except ParseError:
+            salvaged = _as_diff(reply, parent)
+            if salvaged is None:
+                raise
+            return salvaged
         if child == parent.code:
             raise ParseError("the rewrite changes nothing inside the EVOLVE-BLOCK regions")
         return child, {}
+
+
+def _as_diff(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
+    """A rewrite reply made of SEARCH/REPLACE blocks, applied as a diff (``None`` if it is not one)."""
+    from qdevolve.mutation.diff import DiffMutation
+
+    if "SEARCH" not in reply:
+        return None
+    try:
+        child, meta = DiffMutation().parse(reply, parent, [])
+    except ParseError:
+        return None
+    return child, {**meta, "salvaged": "diff"}
