@@ -333,7 +333,7 @@ class OpenAIBackend:
         except asyncio.TimeoutError:
             if budget < self.timeout_s and by_run:
                 raise PermanentError("abandoned at the run's wall-time deadline") from None
-            raise TransientError(f"request timed out after {budget:g}s") from None
+            raise TransientError(f"request timed out after {budget:.3g}s") from None
 
     async def _attempt(self, url: str, body: dict[str, Any], spec: ModelSpec) -> list[Completion]:
         assert self._client is not None

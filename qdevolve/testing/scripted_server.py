@@ -321,4 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main: scripts build ``qdevolve.testing.scripted_server.Reply``
+    # objects, which are not instances of this ``__main__`` module's ``Reply`` class.
+    from qdevolve.testing.scripted_server import main as _main
+
+    sys.exit(_main())
