@@ -12,15 +12,17 @@ replaced with U+FFFD (the rest of the reply is kept).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from qdevolve.backends._retry import PermanentError
 from qdevolve.backends.base import Completion
 from qdevolve.textsafe import strip_surrogates, terminal_safe_line
 
-__all__ = ["MAX_TOKEN_COUNT", "one_line", "parse_chat_response"]
+__all__ = ["MAX_TOKEN_COUNT", "one_line", "endpoint_of", "error_detail", "retry_after_seconds", "parse_chat_response"]
 
 MAX_TOKEN_COUNT = 10**9  # no request uses a billion tokens; larger counts are corrupt
 _TOKEN_ID = re.compile(r"^token_id:(\d{1,10})$")
@@ -182,3 +184,37 @@ def parse_chat_response(body: Any, *, model: str, latency_s: float) -> list[Comp
             completion_tokens=len(lps) if lps else total_completion // len(choices),
             model=model, latency_s=latency_s))
     return out
+
+
+def endpoint_of(url: str) -> str:
+    """``url`` without user, password, query or fragment: safe to print and store."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        return one_line(urlunsplit((parts.scheme, host, parts.path, "", "")), 200)
+    except ValueError:
+        return "<unparseable URL>"
+
+
+def error_detail(text: str, limit: int) -> str:
+    """The ``error.message`` of a JSON error body, else the body's start (both cut to ``limit``)."""
+    if len(text) < 100_000:
+        try:
+            err = json.loads(text).get("error")
+            msg = err.get("message") if isinstance(err, dict) else err
+            if isinstance(msg, str):
+                return msg[:limit]
+        except (ValueError, RecursionError, AttributeError):
+            pass
+    return text[:limit]
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header given in seconds (dates and junk: ``None``)."""
+    try:
+        hint = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return hint if hint is not None and 0.0 <= hint < 1e9 else None

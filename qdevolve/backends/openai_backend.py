@@ -31,14 +31,19 @@ import random
 import re
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from qdevolve import registry
 from qdevolve.backends._body import ACCEPT_ENCODING, BadEncoding, BodyTooLarge, read_capped
 from qdevolve.backends._ensemble import ModelChooser, ModelSpec, parse_models
-from qdevolve.backends._reply import one_line, parse_chat_response
+from qdevolve.backends._reply import (
+    endpoint_of,
+    error_detail,
+    one_line,
+    parse_chat_response,
+    retry_after_seconds,
+)
 from qdevolve.backends._retry import TRANSIENT_STATUS, PermanentError, TransientError, with_retries
 from qdevolve.backends.base import Completion, GenerationRequest
 from qdevolve.errors import RunAborted
@@ -46,40 +51,6 @@ from qdevolve.errors import RunAborted
 __all__ = ["OpenAIBackend", "parse_chat_response", "endpoint_of"]
 
 log = logging.getLogger(__name__)
-
-
-def endpoint_of(url: str) -> str:
-    """``url`` without user, password, query or fragment: safe to print and store."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return one_line(urlunsplit((parts.scheme, host, parts.path, "", "")), 200)
-    except ValueError:
-        return "<unparseable URL>"
-
-
-def _error_detail(text: str, limit: int) -> str:
-    """The ``error.message`` of a JSON error body, else the body's start (both cut to ``limit``)."""
-    if len(text) < 100_000:
-        try:
-            err = json.loads(text).get("error")
-            msg = err.get("message") if isinstance(err, dict) else err
-            if isinstance(msg, str):
-                return msg[:limit]
-        except (ValueError, RecursionError, AttributeError):
-            pass
-    return text[:limit]
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds (dates and junk: ``None``)."""
-    try:
-        hint = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return hint if hint is not None and 0.0 <= hint < 1e9 else None
 
 
 @registry.backend("openai")
@@ -361,9 +332,9 @@ class OpenAIBackend:
         text = raw.decode("utf-8", errors="replace")
         del raw
         if resp.status_code != 200:
-            msg = f"HTTP {resp.status_code} from {where}: {_error_detail(text, self.max_error_chars)}"
+            msg = f"HTTP {resp.status_code} from {where}: {error_detail(text, self.max_error_chars)}"
             if resp.status_code in TRANSIENT_STATUS:
-                raise TransientError(msg, retry_after=_retry_after(resp.headers.get("retry-after")))
+                raise TransientError(msg, retry_after=retry_after_seconds(resp.headers.get("retry-after")))
             raise PermanentError(msg)
         try:
             data = json.loads(text)

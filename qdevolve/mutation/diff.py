@@ -111,22 +111,26 @@ def _loose_hits(lines: list[str], s_lines: list[str]) -> list[tuple[int, int]]:
             if [t for _, t in kept[j:j + k]] == target]
 
 
+def _matches(lines: list[str], s_lines: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The first comparison that finds ``s_lines`` in ``lines``, and the spans it finds."""
+    k = len(s_lines)
+    for how, norm in _COMPARE:
+        target = [norm(x) for x in s_lines]
+        hits = [(i, i + k) for i in range(len(lines) - k + 1) if [norm(x) for x in lines[i:i + k]] == target]
+        if hits:
+            return how, hits
+    return "whitespace", _loose_hits(lines, s_lines)
+
+
 def _apply_one(code: str, search: str, replace: str) -> tuple[str, str]:
     """``code`` with ``search`` replaced; returns the new code and the comparison used."""
     if not search.strip():
         raise ParseError("a SEARCH section is empty; copy the lines to replace from the program")
     lines = code.split("\n")
     s_lines = search.split("\n")
-    k = len(s_lines)
     inside = _inside_lines(code)
     r_lines = replace.split("\n") if replace != "" else []
-    for how, norm in _COMPARE:
-        target = [norm(x) for x in s_lines]
-        hits = [(i, i + k) for i in range(len(lines) - k + 1) if [norm(x) for x in lines[i:i + k]] == target]
-        if hits:
-            break
-    else:
-        how, hits = "whitespace", _loose_hits(lines, s_lines)
+    how, hits = _matches(lines, s_lines)
     if not hits:
         first = search.strip().split("\n")[0][:80]
         raise ParseError(f"SEARCH section not found in the parent (first line: {first!r})")
