@@ -34,7 +34,7 @@ import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from qdevolve.mutation.blocks import find_blocks
+from qdevolve.mutation.blocks import START, find_blocks
 
 __all__ = ["fixed_code_violations", "fixed_code_violation"]
 
@@ -133,7 +133,7 @@ class _Checker:
     def __init__(self, code: str) -> None:
         self.tree = ast.parse(code)
         self.ranges = []
-        for b in find_blocks(code):
+        for b in find_blocks(code) if START in code else []:  # no markers: evolvable as a whole
             first, last = code.count("\n", 0, b.start) + 1, code.count("\n", 0, b.end)
             if last >= first:
                 self.ranges.append((first, last))

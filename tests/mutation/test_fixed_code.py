@@ -135,6 +135,7 @@ def test_violations_the_parent_already_has_are_not_held_against_the_child() -> N
 
 def test_programs_without_markers_are_evolvable_as_a_whole() -> None:
     assert fixed_code_violations("def f():\n    return 1\nf = len\n") == {}
+    assert fixed_code_violations("import sys\nglobals()['x'] = sys.modules\nprint(1)") == {}  # no final newline
 
 
 def test_diff_operator_rejects_a_decorator_attack_as_a_failed_candidate() -> None:
