@@ -53,7 +53,8 @@ _FORBIDDEN_ATTRS = frozenset({
 })
 _SYS_ATTRS = frozenset({"modules"})
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
-                       "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"})
+                       "add", "discard", "sort", "reverse", "__setitem__", "__delitem__", "__iadd__", "__imul__",
+                       "fill", "put", "itemset", "resize", "setflags", "setfield", "partition"})
 
 
 @dataclass
@@ -362,6 +363,13 @@ class _Patrol(ast.NodeVisitor):
         f = node.func
         if isinstance(f, ast.Name) and f.id in ("setattr", "delattr") and node.args and self._outer(node.args[0]):
             self._flag(node, f"calls {f.id}() on an object of the fixed code, a module or a builtin")
+        if isinstance(f, ast.Name) and f.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
+            name = node.args[1]
+            if not isinstance(name, ast.Constant):
+                if f.id != "hasattr" and self._outer(node.args[0]):
+                    self._flag(node, f"calls {f.id}() with a computed name on an object it does not own")
+            elif name.value in _FORBIDDEN_ATTRS or name.value in _SYS_ATTRS:
+                self._flag(node, f"reaches '.{name.value}' through {f.id}()")
         receiver_is_namespace = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (
             f.value.id in self.c.modules or f.value.id in _BUILTINS) and f.value.id not in self.tainted - self.c.modules
         if isinstance(f, ast.Attribute) and f.attr in _MUTATORS and not receiver_is_namespace and self._outer(f.value):

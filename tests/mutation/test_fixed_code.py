@@ -69,6 +69,11 @@ HOSTILE = {
     "nested_alias": "a = math\nb = a\nb.hypot = abs",
     "augassign_module_attr": "math.pi += 1",
     "delete_module_attr": "del math.hypot",
+    "getattr_modules": "import sys\ngetattr(sys, 'modules')[__name__].max_radii = len",
+    "getattr_globals_alias": "g = getattr(max_radii, '__glo' 'bals__')\ng['max_radii'] = len",
+    "getattr_computed_name": "import sys\nname = 'mod' + 'ules'\nm = getattr(sys, name)",
+    "object_setattr": "object.__setattr__(max_radii, 'x', 1)",
+    "subscript_on_builtins_alias": "b = __builtins__\nb['min'] = max",
 }
 
 HONEST = {
@@ -118,6 +123,19 @@ def test_block_inside_a_function_may_not_rebind_its_fixed_locals() -> None:
     assert fixed_code_violation(parent, parent.replace("total = sum(xs)", "total = sum(xs) * 2")) is None
     bad = parent.replace("total = sum(xs)", "total = sum(xs)\n    limit = 10**9")
     assert "rebinds 'limit'" in fixed_code_violation(parent, bad)
+
+
+@pytest.mark.parametrize("edit", ["LIMITS.fill(9.0)", "LIMITS[0] = 9.0", "LIMITS += 1", "CONFIG.update(n=99)",
+                                  "CONFIG['n'] = 99", "alias = CONFIG\nalias['n'] = 99", "del CONFIG['n']"])
+def test_block_may_not_mutate_data_of_the_fixed_code(edit: str) -> None:
+    parent = ("import numpy as np\nLIMITS = np.ones(3)\nCONFIG = {'n': 26}\n# EVOLVE-BLOCK-START\n"
+              "def solve():\n    return LIMITS.sum() + CONFIG['n']\n# EVOLVE-BLOCK-END\n"
+              "def check(v):\n    return v <= LIMITS.sum() + CONFIG['n']\n")
+    child = parent.replace("# EVOLVE-BLOCK-END", edit + "\n# EVOLVE-BLOCK-END")
+    compile(child, "c", "exec")
+    assert fixed_code_violation(parent, child), edit
+    local = parent.replace("# EVOLVE-BLOCK-END", "mine = dict(CONFIG)\nmine['n'] = 99\n# EVOLVE-BLOCK-END")
+    assert fixed_code_violation(parent, local) is None
 
 
 def test_block_in_a_class_body_may_not_replace_fixed_methods() -> None:
