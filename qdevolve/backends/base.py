@@ -4,6 +4,18 @@ A backend turns a batch of :class:`GenerationRequest` into completions: for each
 ``n`` :class:`Completion` objects with text, token ids and per-token log-probs where the
 backend can give them, the finish reason, token usage, and the policy version that produced
 them. Backends are asynchronous; the engine awaits ``generate`` while sandboxes evaluate.
+
+Optional members the engine uses when a backend has them (``hasattr``):
+
+* ``report(model, reward)``: credit a model of an ensemble (the UCB1 bandit);
+* ``state() -> dict`` / ``restore(state)``: JSON-safe model-choice state, stored with the
+  run and restored on resume;
+* ``set_deadline(epoch_seconds | None)``: the run's wall-time end; no wait or request in
+  flight outlives it;
+* ``close()``: release connections or engines.
+
+``generate`` raises :class:`qdevolve.errors.RunAborted` when the run cannot go on (the
+server is unreachable); every other failure is a completion with ``error`` set.
 """
 
 from __future__ import annotations
