@@ -25,6 +25,7 @@ from qdevolve.errors import RunAborted
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.prompts import build_prompt, prompt_hash
+from qdevolve.textsafe import strip_surrogates, terminal_safe_line
 from qdevolve.types import Program, new_id
 
 __all__ = ["LLMMutation", "ParseError", "extract_code_blocks", "check_syntax"]
@@ -109,6 +110,8 @@ class LLMMutation:
         )
 
     def _failed(self, parent: Program, others: list[Program], reason: str, **kw: Any) -> Candidate:
+        """A failed candidate; ``reason`` (which may quote model text) becomes one terminal-safe line."""
+        reason = terminal_safe_line(strip_surrogates(reason))
         return Candidate(code=None, operator=self.name, parent_ids=self.parent_ids(parent, others), error=reason, **kw)
 
     async def propose(self, parent: Program, context: MutationContext, backend: Any) -> list[Candidate]:
