@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -117,6 +118,17 @@ def _bindings(stmts: list[ast.stmt]) -> Iterator[tuple[str, ast.AST]]:
         todo += list(ast.iter_child_nodes(node))
 
 
+def _module_level(stmts: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements run at module level: ``stmts`` and the bodies of ``if``/``try``/``with``/``for``."""
+    todo = list(stmts)
+    while todo:
+        st = todo.pop()
+        yield st
+        if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for body in _child_bodies(st):
+                todo += body
+
+
 def _import_key(node: ast.AST, name: str) -> tuple[str, ...] | None:
     """What an import binds ``name`` to (``None`` for bindings that are not imports)."""
     if isinstance(node, ast.Import):
@@ -140,9 +152,12 @@ class _Checker:
                 self.ranges.append((first, last))
         self.found: dict[str, str] = {}
         self.module_skeleton: dict[str, list[ast.AST]] = {}
-        self.modules: set[str] = set()  # names bound to modules anywhere (imports)
+        self.modules: set[str] = set()  # names bound to modules at module level (imports)
         self.sys_names: set[str] = {"sys"}
-        for node in ast.walk(self.tree):
+        # Cheap text pre-checks (conservative: a comment can only make the check slower).
+        self.has_declarations = re.search(r"\b(global|nonlocal)\b", code) is not None
+        self.has_star = re.search(r"import\s*\*|import\s*\(\s*\*", code) is not None
+        for node in _module_level(self.tree.body):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     bound = a.asname or a.name.split(".")[0]
@@ -206,11 +221,13 @@ class _Checker:
                          "marker: every statement must lie wholly inside or wholly outside a block")
 
     def _check_bindings(self, scope: _Scope, label: str) -> None:
+        shadowing = {n for n in scope.block if n in _BUILTINS} if scope.module else set()
         skeleton_loads = {n.id for s in scope.skeleton_stmts for n in ast.walk(s)
-                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} if scope.module else set()
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} if shadowing else set()
         rebound = dict(scope.block)
-        for fn in (n for s in scope.block_stmts for n in ast.walk(s)
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        functions = (n for s in scope.block_stmts for n in ast.walk(s)
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))) if self.has_declarations else ()
+        for fn in functions:
             local = {name for name, _ in _bindings(fn.body)}
             for st in ast.walk(fn):
                 if isinstance(st, ast.Global) and not scope.module:
@@ -235,7 +252,7 @@ class _Checker:
                 self.add(f"builtin:{name}", f"the EVOLVE-BLOCK shadows the builtin '{name}', which the fixed "
                          "code outside the block uses")
         for s in scope.block_stmts:
-            for n in ast.walk(s):
+            for n in ast.walk(s) if isinstance(s, ast.ImportFrom) or self.has_star else ():
                 if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
                     self.add(f"star:{n.module}", f"'from {n.module} import *' in an EVOLVE-BLOCK may rebind "
                              "names of the fixed code; import names explicitly")
@@ -265,10 +282,11 @@ class _Patrol(ast.NodeVisitor):
         for name, node in _bindings(stmts):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.tainted.add(name)
+        assigns = [n for s in stmts for n in ast.walk(s)
+                   if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None]
         for _ in range(3):  # aliases of aliases
-            for node in (n for s in stmts for n in ast.walk(s)):
-                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
-                        and self._outer(node.value):
+            for node in assigns:
+                if self._outer(node.value):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     self.tainted |= {t.id for t in targets if isinstance(t, ast.Name)}
         for stmt in stmts:
@@ -307,7 +325,8 @@ class _Patrol(ast.NodeVisitor):
         params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
         params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
         body = node.body if isinstance(node.body, list) else [ast.Expr(node.body)]
-        declared = {n for st in ast.walk(node) if isinstance(st, (ast.Global, ast.Nonlocal)) for n in st.names}
+        declared = {n for st in ast.walk(node) if isinstance(st, (ast.Global, ast.Nonlocal))
+                    for n in st.names} if self.c.has_declarations else set()
         self.locals.append((params | {name for name, _ in _bindings(body)}) - declared)
         self.generic_visit(node)
         self.locals.pop()
