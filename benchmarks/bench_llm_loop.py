@@ -13,7 +13,11 @@ processes excluded alike). qdevolve runs with its sandbox on (bwrap where availa
 OpenEvolve evaluates in-process in its worker processes (no isolation). Each framework
 runs in its own process.
 
-    python benchmarks/bench_llm_loop.py [--iterations 40] [--concurrency 8] [--workers 2]
+    python benchmarks/bench_llm_loop.py [--iterations 40] [--concurrency 8] [--workers 2] [--script sloppy:0.4]
+
+``--script sloppy:F`` makes a fraction F of the scripted diffs slip as real models' replies
+do (indentation dropped, SEARCH lines re-spaced, a block or a whole program instead of a
+diff): what each framework salvages from them shows in the ``ok`` column.
 """
 
 from __future__ import annotations
@@ -123,6 +127,8 @@ def main() -> None:
     ap.add_argument("--latencies", default="0,1")
     ap.add_argument("--concurrency", type=int, default=8, help="model requests in flight, both frameworks")
     ap.add_argument("--workers", type=int, default=2, help="qdevolve sandbox workers")
+    ap.add_argument("--script", default="evolve",
+                    help="scripted model: evolve (clean diffs) or sloppy[:fraction] (some diffs slip as real models' do)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llm_loop.md"))
     ap.add_argument("--child", choices=["qdevolve", "openevolve"])
     ap.add_argument("--url")
@@ -138,7 +144,7 @@ def main() -> None:
 
     rows = []
     for latency in [float(x) for x in args.latencies.split(",")]:
-        server = subprocess.Popen([sys.executable, "-m", "qdevolve.testing.scripted_server", "--script", "evolve",
+        server = subprocess.Popen([sys.executable, "-m", "qdevolve.testing.scripted_server", "--script", args.script,
                                    "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
         try:
             url = server.stdout.readline().split()[1]
@@ -157,7 +163,7 @@ def main() -> None:
         t.add_column(c)
     lines = [f"# bench_llm_loop ({time.strftime('%Y-%m-%d')})", "",
              f"Command: `python benchmarks/bench_llm_loop.py --iterations {args.iterations} --concurrency "
-             f"{args.concurrency} --workers {args.workers}` ({os.cpu_count()} cores, load average "
+             f"{args.concurrency} --workers {args.workers} --script {args.script}` ({os.cpu_count()} cores, load average "
              f"{load:.1f} at the end, scripted server on 127.0.0.1).", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         vals = (f"{r['latency_s']:.0f} s", r["framework"], r["sandbox"], str(r["model_concurrency"]),

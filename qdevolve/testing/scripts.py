@@ -112,11 +112,18 @@ class ScriptedModel:
     Args:
         seed: Seeds the perturbations.
         edits: Constants changed per reply.
+        sloppy: Fraction of diff answers with a slip a careful reader still applies
+            (indentation dropped, re-spaced SEARCH lines, a block or a whole program
+            instead of a diff); drawn from its own stream, so 0 changes nothing.
     """
 
-    def __init__(self, seed: int = 0, edits: int = 1) -> None:
+    def __init__(self, seed: int = 0, edits: int = 1, sloppy: float = 0.0) -> None:
+        if not 0.0 <= sloppy <= 1.0:
+            raise ValueError(f"sloppy must be in [0, 1], got {sloppy}")
         self.rng = random.Random(seed)
         self.edits = edits
+        self.sloppy = sloppy
+        self._sloppy_rng = random.Random(seed + 7919)  # its own stream: sloppy=0 changes nothing
         self.calls = 0
 
     def _mutate(self, code: str) -> tuple[str, list[tuple[str, str]]]:
@@ -155,10 +162,37 @@ class ScriptedModel:
             _, pairs = self._mutate(code)
             if not pairs:
                 return "The program has no constants I would change."
+            if self.sloppy and self._sloppy_rng.random() < self.sloppy:
+                return self._sloppy_diff(code, pairs)
             blocks = "\n\n".join(f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE" for old, new in pairs)
             return f"Tuning a constant should help.\n\n{blocks}\n"
         child, _ = self._mutate(code)
         return f"Here is the improved program.\n\n```python\n{child.rstrip()}\n```\n"
+
+    def _sloppy_diff(self, code: str, pairs: list[tuple[str, str]]) -> str:
+        """A diff answer with one of the slips real models make (a careful reader still applies it).
+
+        ``indent``: SEARCH/REPLACE lines without their indentation; ``spacing``: SEARCH lines
+        re-spaced around operators; ``block``: the edited EVOLVE-BLOCK body in a fence instead
+        of a diff; ``program``: the whole edited program in a fence instead of a diff.
+        """
+        kind = self._sloppy_rng.choice(("indent", "spacing", "block", "program"))
+        child = code
+        for old, new in pairs:
+            child = child.replace(old, new, 1)
+        if kind == "program":
+            return f"Here is the whole program.\n\n```python\n{child.rstrip()}\n```\n"
+        if kind == "block":
+            blocks = find_blocks(child)
+            if len(blocks) == 1:
+                body = child[blocks[0].start:blocks[0].end]
+                return f"The updated function:\n\n```python\n{body.rstrip()}\n```\n"
+        if kind == "indent":
+            pairs = [(old.strip(), new.strip()) for old, new in pairs]
+        else:  # spacing
+            pairs = [(_respaced(old), new) for old, new in pairs]
+        blocks_text = "\n\n".join(f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE" for old, new in pairs)
+        return f"Tuning a constant should help.\n\n{blocks_text}\n"
 
     def _crossover(self, a: str, b: str | None) -> str:
         child = a
@@ -194,6 +228,14 @@ def _skeleton_line(code: str) -> str | None:
         if i not in inside and ln.strip() and START not in ln and END not in ln and lines.count(ln) == 1:
             return ln
     return None
+
+
+def _respaced(line: str) -> str:
+    """``line`` with the spacing inside it changed (every space doubled, or one added)."""
+    indent, body = line[: len(line) - len(line.lstrip())], line.strip()
+    if " " in body:
+        return indent + body.replace(" ", "  ")
+    return indent + re.sub(r"([=(,])", r"\1 ", body, count=1)
 
 
 class GarbageScript:
@@ -294,13 +336,20 @@ class Cycle:
 
 
 def make_script(name: str, *, seed: int = 0, timeout_delay_s: float = 30.0) -> Callable[[dict[str, Any]], str | Reply]:
-    """A built-in script by name: ``evolve``, ``garbage:<mode>``, ``mixed``, ``hostile:<mode>`` or ``hostile``.
+    """A built-in script by name: ``evolve``, ``sloppy[:<fraction>]``, ``garbage:<mode>``, ``mixed``,
+    ``hostile:<mode>`` or ``hostile``.
+
+    ``sloppy`` is :class:`ScriptedModel` with a fraction of its diff answers slipping as real
+    models do (see :meth:`ScriptedModel._sloppy_diff`).
 
     ``mixed`` alternates a valid reply with each garbage mode in turn, so a run sees every
     kind of failure and still makes progress.
     """
     if name == "evolve":
         return ScriptedModel(seed=seed)
+    if name.startswith("sloppy"):  # sloppy or sloppy:<fraction>, default 0.5
+        fraction = float(name.split(":", 1)[1]) if ":" in name else 0.5
+        return ScriptedModel(seed=seed, sloppy=fraction)
     if name.startswith("garbage:"):
         return GarbageScript(name.split(":", 1)[1], timeout_delay_s=timeout_delay_s)
     if name.startswith("hostile"):
@@ -317,5 +366,5 @@ def make_script(name: str, *, seed: int = 0, timeout_delay_s: float = 30.0) -> C
         for mode in GARBAGE_MODES:
             seq += [model, GarbageScript(mode, timeout_delay_s=timeout_delay_s)]
         return Cycle(seq)
-    raise ValueError(f"unknown script {name!r}; use evolve, mixed, hostile, hostile:<mode> or "
+    raise ValueError(f"unknown script {name!r}; use evolve, sloppy[:<fraction>], mixed, hostile, hostile:<mode> or "
                      f"garbage:<{'|'.join(GARBAGE_MODES)}>")

@@ -132,3 +132,21 @@ def test_run_aborted_passes_through_the_operator() -> None:
     ctx = MutationContext(rng=np.random.default_rng(0))
     with pytest.raises(RunAborted, match="unreachable"):
         asyncio.run(DiffMutation().propose(Program(code=CIRCLE_PACKING), ctx, b))
+
+
+def test_every_sloppy_scripted_reply_is_salvaged_by_the_diff_operator() -> None:
+    """The sloppy script's slips (what the LLM benchmark feeds both frameworks) all become children."""
+    from qdevolve.prompts import build_prompt
+    from qdevolve.testing import ScriptedModel
+
+    model = ScriptedModel(seed=4, sloppy=1.0)
+    parent = Program(code=CIRCLE_PACKING)
+    messages = build_prompt(parent, None, [], edit_format="diff", settings={})
+    kinds = {}
+    for _ in range(40):
+        reply = model({"messages": messages, "_choice": 0})
+        child, meta = DiffMutation().parse(reply, parent, [])
+        compile(child, "child", "exec")
+        assert edits_inside_blocks(CIRCLE_PACKING, child)
+        kinds[meta["salvaged"]] = kinds.get(meta["salvaged"], 0) + 1
+    assert set(kinds) == {"indentation", "whitespace", "block", "full_program"}, kinds
