@@ -243,7 +243,10 @@ class OpenAIBackend:
             self._loop = loop
             self._sem = asyncio.Semaphore(self.concurrency)
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits,
+            # A connect gets at most half an attempt (<= 15 s), so a host that drops packets is a
+            # connection failure (counted to fail fast), not a plain attempt timeout.
+            timeout = httpx.Timeout(self.timeout_s, connect=min(15.0, 0.5 * self.timeout_s))
+            self._client = httpx.AsyncClient(timeout=timeout, limits=limits,
                                              headers={"Accept-Encoding": ACCEPT_ENCODING})
 
     def _payload(self, req: GenerationRequest, spec: ModelSpec, n: int) -> tuple[str, dict[str, Any]]:

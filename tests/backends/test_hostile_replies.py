@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import socket
 import time
 import tracemalloc
 
@@ -217,3 +218,31 @@ def test_a_reachable_server_resets_the_failure_count() -> None:
 
 def test_endpoint_of_drops_credentials_and_query() -> None:
     assert endpoint_of("https://u:p@host.example:8443/v1/chat?key=1#f") == "https://host.example:8443/v1/chat"
+
+
+def test_a_host_that_never_answers_the_connect_counts_as_a_connection_failure() -> None:
+    """A listener whose backlog is full drops new SYNs: the connect times out (half an attempt)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(c)
+    try:
+        b = OpenAIBackend(api_base=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=1.0, retries=0,
+                          max_connection_failures=2)
+        t0 = time.monotonic()
+        first = generate(b, [req()])[0][0]
+        assert "connection error: ConnectTimeout" in first.error and time.monotonic() - t0 < 1.5, first.error
+        with pytest.raises(RunAborted, match=f"127.0.0.1:{port}/v1"):
+            generate(b, [req()])
+    finally:
+        for c in fillers + [listener]:
+            c.close()
