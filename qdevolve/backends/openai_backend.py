@@ -243,9 +243,10 @@ class OpenAIBackend:
             self._loop = loop
             self._sem = asyncio.Semaphore(self.concurrency)
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-            # A connect gets at most half an attempt (<= 15 s), so a host that drops packets is a
-            # connection failure (counted to fail fast), not a plain attempt timeout.
-            timeout = httpx.Timeout(self.timeout_s, connect=min(15.0, 0.5 * self.timeout_s))
+            # A connect gets half an attempt (at least 1 s, at most 15 s), so a host that drops
+            # packets is a connection failure (counted to fail fast), not a plain attempt timeout.
+            connect = min(self.timeout_s, max(1.0, 0.5 * self.timeout_s), 15.0)
+            timeout = httpx.Timeout(self.timeout_s, connect=connect)
             self._client = httpx.AsyncClient(timeout=timeout, limits=limits,
                                              headers={"Accept-Encoding": ACCEPT_ENCODING})
 
