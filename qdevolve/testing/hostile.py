@@ -17,6 +17,8 @@ client (the modes of the issue "model replies are just as hostile"):
 ``no_choices``          a 200 reply without ``choices``
 ``odd_choices``         ``choices`` that are not objects
 ``deep_json``           100,000 nested JSON arrays
+``fixed_code_attack``   a valid diff that ends the EVOLVE-BLOCK with a decorator, replacing the
+                        fixed function below the block
 ======================  =======================================================================
 
 The valid text the modes wrap comes from ``valid`` (default
@@ -51,6 +53,7 @@ HOSTILE_MODES: tuple[str, ...] = (
     "no_choices",
     "odd_choices",
     "deep_json",
+    "fixed_code_attack",
 )
 
 # OSC 52 clipboard write, a device-status query (types into the shell), screen clear,
@@ -161,4 +164,26 @@ class HostileScript:
             return Reply(raw=json.dumps({"id": "x", "object": "chat.completion", "model": "m"}).encode())
         if mode == "odd_choices":
             return Reply(raw=json.dumps({"choices": [42, "text", None, {"message": "a string"}]}).encode())
+        if mode == "fixed_code_attack":
+            return Reply(text=_decorator_attack(req))
         return Reply(raw=b"[" * 100_000 + b"]" * 100_000)  # deep_json
+
+
+def _decorator_attack(req: dict[str, Any]) -> str:
+    """A diff whose replacement ends the block with ``@lambda f: ...``, which then decorates
+    (replaces) the first fixed function after the block."""
+    from qdevolve.mutation.blocks import find_blocks
+    from qdevolve.testing.scripts import _current_program, prompt_of
+
+    code = _current_program(prompt_of(req)) or ""
+    try:
+        blocks = find_blocks(code)
+    except ValueError:
+        blocks = []
+    body = code[blocks[-1].start:blocks[-1].end] if blocks else ""
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    if not lines or body.split("\n").count(lines[-1]) != 1:
+        return "I have no edit."
+    last = lines[-1]
+    return (f"A faster fixed step:\n<<<<<<< SEARCH\n{last}\n=======\n{last}\n"
+            f"@lambda f: (lambda *args, **kwargs: [0.2] * len(args[0]))\n>>>>>>> REPLACE\n")

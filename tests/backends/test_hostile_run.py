@@ -3,7 +3,7 @@
 Twenty children, every hostile reply mode in turn (endless stream, 1 GiB gzip bomb,
 1 byte/s slow loris, finish_reason objects, token counts above 2^63 and below 0, lone
 surrogates, 50 MB replies, escape sequences in error bodies, missing or odd choices, deeply
-nested JSON): the run finishes its budget, its peak memory stays under 1 GB and its
+nested JSON, a block that re-decorates the fixed code): the run finishes its budget, its peak memory stays under 1 GB and its
 database under 50 MB, and every failed child has a one-line, terminal-safe reason.
 """
 
@@ -60,7 +60,7 @@ def test_run_survives_twenty_hostile_replies_within_memory_and_disk_bounds(tmp_p
         assert err and "\n" not in err and "\x1b" not in err and len(err) <= 600, err
     reasons = " | ".join(failed)
     for expected in ("max_response_bytes", "finish_reason is an object", "outside [0,", "HTTP 400",
-                     "timed out", "no 'choices' list", "not usable JSON"):
+                     "timed out", "no 'choices' list", "not usable JSON", "crosses an EVOLVE-BLOCK marker"):
         assert expected in reasons, expected
     ok = [s for s, _ in rows if s == "ok"]
     assert ok, "lone-surrogate replies still make valid children"
