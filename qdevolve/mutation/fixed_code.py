@@ -143,6 +143,8 @@ def _import_key(node: ast.AST, name: str) -> tuple[str, ...] | None:
 
 
 class _Checker:
+    """Finds the violations of one program (see the module docstring)."""
+
     def __init__(self, code: str) -> None:
         self.tree = ast.parse(code)
         self.ranges = []
