@@ -25,7 +25,7 @@ from qdevolve.mutation._llm import LLMMutation, ParseError, extract_code_blocks
 from qdevolve.mutation.blocks import END, START, find_blocks, splice_blocks
 from qdevolve.types import Program
 
-__all__ = ["RewriteMutation", "code_from_reply", "splice_into", "block_from_reply"]
+__all__ = ["RewriteMutation", "code_from_reply", "splice_into", "block_from_reply", "as_diff"]
 
 _ALIASES = {"python": {"python", "py", "python3", ""}}
 
@@ -169,7 +169,7 @@ class RewriteMutation(LLMMutation):
         try:
             child = splice_into(parent.code, code_from_reply(reply, parent.language))
         except ParseError:
-            salvaged = _as_diff(reply, parent)
+            salvaged = as_diff(reply, parent)
             if salvaged is None:
                 raise
             return salvaged
@@ -178,7 +178,7 @@ class RewriteMutation(LLMMutation):
         return child, {}
 
 
-def _as_diff(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
+def as_diff(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
     """A rewrite reply made of SEARCH/REPLACE blocks, applied as a diff (``None`` if it is not one)."""
     from qdevolve.mutation.diff import DiffMutation
 

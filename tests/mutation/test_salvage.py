@@ -90,6 +90,14 @@ def test_a_diff_where_a_rewrite_was_asked_is_applied() -> None:
     assert "return y * 6" in child and meta["salvaged"] == "diff"
 
 
+def test_a_diff_where_a_crossover_was_asked_is_applied_to_the_first_parent() -> None:
+    from qdevolve.mutation.crossover import CrossoverMutation
+
+    other = Program(code=CODE.replace("y * 2", "y * 3"))
+    child, meta = CrossoverMutation().parse(diff("    return y * 2", "    return y * 8"), PARENT, [other])
+    assert "return y * 8" in child and meta["salvaged"] == "diff" and meta["second_parent"] == other.id
+
+
 def test_salvage_kind_reaches_the_candidate_through_the_real_server() -> None:
     parent = Program(code=CIRCLE_PACKING)
     reply = fenced("def construct_packing():\n    return [(0.5, 0.5)] * 26\n")
