@@ -1,0 +1,246 @@
+"""The lineage tree of a run, cut to what a browser can draw.
+
+A run can hold 100,000 programs; a page draws at most ``limit`` nodes (default 1,500). The
+nodes are chosen in priority order and each brings its ancestors (up to the focus root), so
+what is drawn is always a connected tree:
+
+1. the best path: the primary-parent chain from the root to the best ``ok`` program;
+2. every child of a best-path node, failures included (what was tried at each step);
+3. the remaining programs that pass the filters, best score first (unscored last, oldest first).
+
+A program kept only to connect a match to its root is marked ``context`` (drawn faded). Each
+node reports ``hidden``: how many of its descendants are not drawn, so the page can offer to
+focus on it (``root=``), which draws its subtree with the same rule: paging by subtree.
+The primary parent is the position-0 parent edge; further (crossover) parents are listed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from qdevolve.serve import queries as Q
+from qdevolve.serve.db import ReadOnlyDB
+
+__all__ = ["TreeQuery", "RunLineage", "LineageCache", "DEFAULT_LIMIT", "MAX_LIMIT"]
+
+DEFAULT_LIMIT = 1500
+MAX_LIMIT = 20000
+
+
+@dataclass(frozen=True)
+class TreeQuery:
+    """What to draw: filters, the focus root and the node budget."""
+
+    limit: int = DEFAULT_LIMIT
+    statuses: frozenset[str] = frozenset()  # empty: all; "failed" = any non-ok; "pending" = not evaluated
+    operators: frozenset[str] = frozenset()
+    gen_min: int | None = None
+    gen_max: int | None = None
+    policy_versions: frozenset[int] = frozenset()
+    root: str | None = None
+
+
+@dataclass
+class RunLineage:
+    """A run's lineage held in arrays, built once per change of the run (see :class:`LineageCache`)."""
+
+    ids: list[str]
+    gen: np.ndarray
+    island: list[Any]
+    op: list[Any]
+    pv: list[Any]
+    status: list[Any]
+    score: np.ndarray  # NaN where not scored
+    parent: np.ndarray  # primary parent index, -1 for a root
+    extra_parents: dict[int, list[str]]
+    children: list[list[int]]
+    order: list[int]  # parents before children
+    subtree: np.ndarray  # size of each program's subtree (itself included)
+    index: dict[str, int] = field(default_factory=dict)
+    ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # status == "ok"
+
+    @classmethod
+    def from_rows(cls, rows: dict[str, Any]) -> RunLineage:
+        """Build from :func:`queries.lineage_rows` (plain-list loops: faster than numpy scalars)."""
+        ids = rows["id"]
+        n = len(ids)
+        index = {pid: i for i, pid in enumerate(ids)}
+        parent = [-1] * n
+        children: list[list[int]] = [[] for _ in range(n)]
+        for i, p in enumerate(rows["parent"]):
+            j = index.get(p, -1) if p is not None else -1
+            if j >= 0 and j != i:
+                parent[i] = j
+                children[j].append(i)
+        extra = {index[c]: ps for c, ps in rows.get("extra_parents", {}).items() if c in index}
+        order: list[int] = []
+        seen = bytearray(n)
+        for r in range(n):
+            if parent[r] >= 0:
+                continue
+            stack = [r]
+            while stack:
+                i = stack.pop()
+                if seen[i]:
+                    continue
+                seen[i] = 1
+                order.append(i)
+                stack.extend(children[i])
+        subtree = [1] * n
+        for i in reversed(order):
+            if parent[i] >= 0:
+                subtree[parent[i]] += subtree[i]
+        score = np.array([np.nan if s is None else s for s in rows["score"]], dtype=float)
+        return cls(ids=ids, gen=np.asarray(rows["gen"], dtype=np.int64), island=rows["island"], op=rows["op"],
+                   pv=rows["pv"], status=rows["status"], score=score, parent=np.asarray(parent, dtype=np.int64),
+                   extra_parents=extra, children=children, order=order,
+                   subtree=np.asarray(subtree, dtype=np.int64), index=index,
+                   ok=np.array([s == "ok" for s in rows["status"]], dtype=bool))
+
+    # ------------------------------------------------------------------ selection
+    def best(self, scope: np.ndarray) -> int:
+        """Index of the best ``ok`` program in ``scope`` (earliest among equals), -1 if none."""
+        ok = scope & self.ok & ~np.isnan(self.score)
+        if not ok.any():
+            return -1
+        cand = np.flatnonzero(ok)
+        return int(cand[np.argmax(self.score[cand])])
+
+    def _scope(self, root: int) -> np.ndarray:
+        mask = np.zeros(len(self.ids), dtype=bool)
+        if root < 0:
+            mask[:] = True
+            return mask
+        stack = [root]
+        while stack:
+            i = stack.pop()
+            mask[i] = True
+            stack.extend(self.children[i])
+        return mask
+
+    def _matches(self, q: TreeQuery) -> np.ndarray:
+        n = len(self.ids)
+        m = np.ones(n, dtype=bool)
+        if q.statuses:
+            want = q.statuses
+            m &= np.array([(s in want) or (s is None and "pending" in want)
+                           or (s is not None and s != "ok" and "failed" in want) for s in self.status], dtype=bool)
+        if q.operators:
+            m &= np.array([o in q.operators for o in self.op], dtype=bool)
+        if q.policy_versions:
+            m &= np.array([v in q.policy_versions for v in self.pv], dtype=bool)
+        if q.gen_min is not None:
+            m &= self.gen >= q.gen_min
+        if q.gen_max is not None:
+            m &= self.gen <= q.gen_max
+        return m
+
+    def select(self, q: TreeQuery) -> dict[str, Any]:
+        """The nodes to draw for ``q`` and a summary of what was left out (see module doc)."""
+        root = -1
+        if q.root is not None:
+            if q.root not in self.index:
+                raise Q.NotFound(f"program {q.root!r} is not in this run")
+            root = self.index[q.root]
+        scope = self._scope(root)
+        match = self._matches(q) & scope
+        best = self.best(scope)
+        path: list[int] = []
+        i = best
+        while i >= 0:
+            path.append(i)
+            if i == root:
+                break
+            i = int(self.parent[i])
+        path.reverse()
+        limit = max(1, min(int(q.limit), MAX_LIMIT))
+        cand = np.flatnonzero(match)
+        key_score = np.where(np.isnan(self.score[cand]), -np.inf, self.score[cand])
+        ranked = cand[np.lexsort((cand, -key_score))]
+        shown = np.zeros(len(self.ids), dtype=bool)
+        count = 0
+        on_path = set(path)
+        tiers = (path, [c for p in path for c in self.children[p]], ranked.tolist())
+        full = False
+        for tier in tiers:
+            for i in tier:
+                chain, j = [], i
+                while j >= 0 and not shown[j]:
+                    chain.append(j)
+                    if j == root:
+                        break
+                    j = int(self.parent[j])
+                if count + len(chain) > limit:
+                    full = True
+                    break
+                shown[chain] = True
+                count += len(chain)
+            if full:
+                break
+        return self._payload(q, root, scope, match, shown, on_path, best)
+
+    def _payload(self, q: TreeQuery, root: int, scope: np.ndarray, match: np.ndarray, shown: np.ndarray,
+                 on_path: set[int], best: int) -> dict[str, Any]:
+        drawn = np.zeros(len(self.ids), dtype=np.int64)
+        for i in reversed(self.order):
+            if shown[i]:
+                drawn[i] += 1
+                p = self.parent[i]
+                if p >= 0 and i != root:
+                    drawn[p] += drawn[i]
+        nodes = []
+        for i in self.order:
+            if not shown[i]:
+                continue
+            p = int(self.parent[i])
+            sc = self.score[i]
+            nodes.append({
+                "id": self.ids[i], "parent": self.ids[p] if p >= 0 and i != root and shown[p] else None,
+                "gen": int(self.gen[i]), "island": self.island[i], "op": self.op[i], "pv": self.pv[i],
+                "status": self.status[i], "score": None if np.isnan(sc) else float(sc),
+                "hidden": int(self.subtree[i] - drawn[i]), "best_path": i in on_path, "best": i == best,
+                "context": not bool(match[i]), "extra_parents": self.extra_parents.get(i, []),
+            })
+        in_scope = np.flatnonzero(scope)
+        return {
+            "nodes": nodes,
+            "root": self.ids[root] if root >= 0 else None,
+            "best": self.ids[best] if best >= 0 else None,
+            "best_score": None if best < 0 else float(self.score[best]),
+            "total": len(self.ids), "in_scope": int(scope.sum()), "matching": int(match.sum()),
+            "shown": len(nodes), "truncated": bool(int(match.sum()) > sum(1 for n in nodes if not n["context"])),
+            "facets": {
+                "operators": sorted({str(self.op[i]) for i in in_scope if self.op[i] is not None}),
+                "statuses": sorted({str(self.status[i]) for i in in_scope if self.status[i] is not None}),
+                "islands": sorted({int(self.island[i]) for i in in_scope if self.island[i] is not None}),
+                "policy_versions": sorted({int(self.pv[i]) for i in in_scope if self.pv[i] is not None}),
+                "gen_max": int(self.gen[in_scope].max()) if len(in_scope) else 0,
+            },
+            "query": {"limit": q.limit, "statuses": sorted(q.statuses), "operators": sorted(q.operators),
+                      "gen_min": q.gen_min, "gen_max": q.gen_max, "policy_versions": sorted(q.policy_versions),
+                      "root": q.root},
+        }
+
+
+class LineageCache:
+    """One :class:`RunLineage` per run, rebuilt when the run's stamp (counts, last ids) changes."""
+
+    def __init__(self, db: ReadOnlyDB) -> None:
+        self.db = db
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[tuple[Any, ...], RunLineage]] = {}  # run id -> (stamp, lineage)
+
+    def get(self, run_id: str) -> RunLineage:
+        st = Q.run_stamp(self.db, run_id)
+        key = (st["programs"], st["last_seq"], st["evaluations"], st["last_evaluation"])
+        with self._lock:
+            hit = self._entries.get(run_id)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            lineage = RunLineage.from_rows(Q.lineage_rows(self.db, run_id))
+            self._entries[run_id] = (key, lineage)
+            return lineage
