@@ -99,11 +99,8 @@ def api_stamp(request: Request) -> Response:
 def api_tree(request: Request) -> Response:
     db = request.app.state.db
     run = Q.resolve_run(db, request.path_params["run"])
-    q = tree_query(request)
-    lineage = request.app.state.lineage.get(run["id"])
-    if q.root is not None and q.root not in lineage.index:
-        q = TreeQuery(**{**q.__dict__, "root": Q.resolve_program(db, q.root)})
-    return json_response({"run_id": run["id"], "run_name": run["name"], **lineage.select(q)})
+    out = request.app.state.lineage.select(run["id"], tree_query(request))
+    return json_response({"run_id": run["id"], "run_name": run["name"], **out})
 
 
 def api_archive(request: Request) -> Response:

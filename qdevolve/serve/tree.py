@@ -62,6 +62,10 @@ class RunLineage:
     subtree: np.ndarray  # size of each program's subtree (itself included)
     index: dict[str, int] = field(default_factory=dict)
     ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # status == "ok"
+    rank: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # by score desc, then age
+    pos: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # index -> place in order
+    facets_all: dict[str, Any] = field(default_factory=dict)  # filter choices over the whole run
+    best_all: int = -1  # the run's best ok program
 
     @classmethod
     def from_rows(cls, rows: dict[str, Any]) -> RunLineage:
@@ -95,11 +99,81 @@ class RunLineage:
             if parent[i] >= 0:
                 subtree[parent[i]] += subtree[i]
         score = np.array([np.nan if s is None else s for s in rows["score"]], dtype=float)
-        return cls(ids=ids, gen=np.asarray(rows["gen"], dtype=np.int64), island=rows["island"], op=rows["op"],
-                   pv=rows["pv"], status=rows["status"], score=score, parent=np.asarray(parent, dtype=np.int64),
-                   extra_parents=extra, children=children, order=order,
-                   subtree=np.asarray(subtree, dtype=np.int64), index=index,
-                   ok=np.array([s == "ok" for s in rows["status"]], dtype=bool))
+        key = np.where(np.isnan(score), -np.inf, score)
+        pos = np.empty(n, dtype=np.int64)
+        pos[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+        out = cls(ids=ids, gen=np.asarray(rows["gen"], dtype=np.int64), island=rows["island"], op=rows["op"],
+                  pv=rows["pv"], status=rows["status"], score=score, parent=np.asarray(parent, dtype=np.int64),
+                  extra_parents=extra, children=children, order=order,
+                  subtree=np.asarray(subtree, dtype=np.int64), index=index,
+                  ok=np.array([s == "ok" for s in rows["status"]], dtype=bool),
+                  rank=np.lexsort((np.arange(n), -key)), pos=pos)
+        out.facets_all = out._facets(range(n))
+        out.best_all = out.best(np.ones(n, dtype=bool))
+        return out
+
+    def extended(self, delta: dict[str, Any]) -> RunLineage:
+        """A new lineage: this one plus ``delta`` (:func:`queries.lineage_rows` with ``after_*``).
+
+        Costs the new programs' ancestor walks and a few vector operations, not a rebuild, so a
+        page following a 100,000-program run that is still writing stays cheap. ``self`` is
+        not modified (requests reading it concurrently see a consistent tree).
+        """
+        n_old, new_ids = len(self.ids), delta["id"]
+        ids = self.ids + new_ids
+        index = dict(self.index)
+        index.update((pid, n_old + k) for k, pid in enumerate(new_ids))
+        status = list(self.status) + list(delta["status"])
+        score = np.concatenate([self.score, np.array([np.nan if v is None else v for v in delta["score"]], dtype=float)])
+        for pid, (st, sc) in delta["evaluations"].items():
+            i = index.get(pid)
+            if i is not None:
+                status[i] = st
+                score[i] = np.nan if sc is None else sc
+        parent = np.concatenate([self.parent, np.full(len(new_ids), -1, dtype=np.int64)])
+        children = list(self.children) + [[] for _ in new_ids]
+        subtree = np.concatenate([self.subtree, np.ones(len(new_ids), dtype=np.int64)])
+        copied: set[int] = set()
+        for k, p in enumerate(delta["parent"]):
+            i, j = n_old + k, index.get(p, -1) if p is not None else -1
+            if j < 0 or j == i:
+                continue
+            parent[i] = j
+            if j not in copied:
+                children[j] = list(children[j])
+                copied.add(j)
+            children[j].append(i)
+            while j >= 0:  # the new program counts in every ancestor's subtree
+                subtree[j] += 1
+                j = int(parent[j])
+        extra = dict(self.extra_parents)
+        extra.update((index[c], ps) for c, ps in delta.get("extra_parents", {}).items() if c in index)
+        n = len(ids)
+        order = self.order + list(range(n_old, n))
+        pos = np.concatenate([self.pos, np.arange(len(self.order), len(order))])
+        key = np.where(np.isnan(score), -np.inf, score)
+        out = RunLineage(ids=ids, gen=np.concatenate([self.gen, np.asarray(delta["gen"], dtype=np.int64)]),
+                         island=self.island + delta["island"], op=self.op + delta["op"], pv=self.pv + delta["pv"],
+                         status=status, score=score, parent=parent, extra_parents=extra, children=children,
+                         order=order, subtree=subtree, index=index, ok=np.array([v == "ok" for v in status], dtype=bool),
+                         rank=np.lexsort((np.arange(n), -key)), pos=pos)
+        fresh = out._facets(range(n_old, n)) if new_ids else {}
+        merged = {k: sorted(set(v) | set(fresh.get(k, []))) for k, v in self.facets_all.items() if k != "gen_max"}
+        merged["statuses"] = sorted({str(v) for v in status if v is not None})
+        merged["gen_max"] = max(self.facets_all.get("gen_max", 0), fresh.get("gen_max", 0))
+        out.facets_all = merged
+        out.best_all = out.best(np.ones(n, dtype=bool))
+        return out
+
+    def _facets(self, idx: Any) -> dict[str, Any]:
+        idx = list(idx)
+        return {
+            "operators": sorted({str(self.op[i]) for i in idx if self.op[i] is not None}),
+            "statuses": sorted({str(self.status[i]) for i in idx if self.status[i] is not None}),
+            "islands": sorted({int(self.island[i]) for i in idx if self.island[i] is not None}),
+            "policy_versions": sorted({int(self.pv[i]) for i in idx if self.pv[i] is not None}),
+            "gen_max": int(self.gen[idx].max()) if idx else 0,
+        }
 
     # ------------------------------------------------------------------ selection
     def best(self, scope: np.ndarray) -> int:
@@ -148,7 +222,7 @@ class RunLineage:
             root = self.index[q.root]
         scope = self._scope(root)
         match = self._matches(q) & scope
-        best = self.best(scope)
+        best = self.best(scope) if root >= 0 else self.best_all
         path: list[int] = []
         i = best
         while i >= 0:
@@ -158,9 +232,7 @@ class RunLineage:
             i = int(self.parent[i])
         path.reverse()
         limit = max(1, min(int(q.limit), MAX_LIMIT))
-        cand = np.flatnonzero(match)
-        key_score = np.where(np.isnan(self.score[cand]), -np.inf, self.score[cand])
-        ranked = cand[np.lexsort((cand, -key_score))]
+        ranked = self.rank[match[self.rank]]
         shown = np.zeros(len(self.ids), dtype=bool)
         count = 0
         on_path = set(path)
@@ -185,18 +257,18 @@ class RunLineage:
 
     def _payload(self, q: TreeQuery, root: int, scope: np.ndarray, match: np.ndarray, shown: np.ndarray,
                  on_path: set[int], best: int) -> dict[str, Any]:
-        drawn = np.zeros(len(self.ids), dtype=np.int64)
-        for i in reversed(self.order):
-            if shown[i]:
-                drawn[i] += 1
-                p = self.parent[i]
-                if p >= 0 and i != root:
-                    drawn[p] += drawn[i]
+        idx = np.flatnonzero(shown)
+        idx = idx[np.argsort(self.pos[idx])].tolist()  # parents before children
+        parent = self.parent
+        drawn = dict.fromkeys(idx, 0)
+        for i in reversed(idx):
+            drawn[i] += 1
+            p = int(parent[i])
+            if p >= 0 and i != root and p in drawn:
+                drawn[p] += drawn[i]
         nodes = []
-        for i in self.order:
-            if not shown[i]:
-                continue
-            p = int(self.parent[i])
+        for i in idx:
+            p = int(parent[i])
             sc = self.score[i]
             nodes.append({
                 "id": self.ids[i], "parent": self.ids[p] if p >= 0 and i != root and shown[p] else None,
@@ -205,21 +277,15 @@ class RunLineage:
                 "hidden": int(self.subtree[i] - drawn[i]), "best_path": i in on_path, "best": i == best,
                 "context": not bool(match[i]), "extra_parents": self.extra_parents.get(i, []),
             })
-        in_scope = np.flatnonzero(scope)
+        n_match = int(match.sum())
         return {
             "nodes": nodes,
             "root": self.ids[root] if root >= 0 else None,
             "best": self.ids[best] if best >= 0 else None,
             "best_score": None if best < 0 else float(self.score[best]),
-            "total": len(self.ids), "in_scope": int(scope.sum()), "matching": int(match.sum()),
-            "shown": len(nodes), "truncated": bool(int(match.sum()) > sum(1 for n in nodes if not n["context"])),
-            "facets": {
-                "operators": sorted({str(self.op[i]) for i in in_scope if self.op[i] is not None}),
-                "statuses": sorted({str(self.status[i]) for i in in_scope if self.status[i] is not None}),
-                "islands": sorted({int(self.island[i]) for i in in_scope if self.island[i] is not None}),
-                "policy_versions": sorted({int(self.pv[i]) for i in in_scope if self.pv[i] is not None}),
-                "gen_max": int(self.gen[in_scope].max()) if len(in_scope) else 0,
-            },
+            "total": len(self.ids), "in_scope": int(scope.sum()), "matching": n_match,
+            "shown": len(nodes), "truncated": bool(n_match > sum(1 for n in nodes if not n["context"])),
+            "facets": self.facets_all if root < 0 else self._facets(np.flatnonzero(scope)),
             "query": {"limit": q.limit, "statuses": sorted(q.statuses), "operators": sorted(q.operators),
                       "gen_min": q.gen_min, "gen_max": q.gen_max, "policy_versions": sorted(q.policy_versions),
                       "root": q.root},
@@ -227,20 +293,57 @@ class RunLineage:
 
 
 class LineageCache:
-    """One :class:`RunLineage` per run, rebuilt when the run's stamp (counts, last ids) changes."""
+    """One :class:`RunLineage` per run, rebuilt when the run's stamp (counts, last ids) changes,
+    and the last few tree selections of each (a page reopened or polled costs a lookup)."""
+
+    SELECTIONS = 16
 
     def __init__(self, db: ReadOnlyDB) -> None:
         self.db = db
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[tuple[Any, ...], RunLineage]] = {}  # run id -> (stamp, lineage)
+        self._selections: dict[tuple[Any, ...], dict[str, Any]] = {}  # (run, stamp, query) -> payload
 
-    def get(self, run_id: str) -> RunLineage:
+    def _stamp(self, run_id: str) -> tuple[Any, ...]:
         st = Q.run_stamp(self.db, run_id)
-        key = (st["programs"], st["last_seq"], st["evaluations"], st["last_evaluation"])
+        return (st["programs"], st["last_seq"], st["evaluations"], st["last_evaluation"])
+
+    def get(self, run_id: str, stamp: tuple[Any, ...] | None = None) -> RunLineage:
+        """The run's lineage now: cached, extended by what was written since, or built."""
+        key = stamp if stamp is not None else self._stamp(run_id)
         with self._lock:
             hit = self._entries.get(run_id)
             if hit is not None and hit[0] == key:
                 return hit[1]
-            lineage = RunLineage.from_rows(Q.lineage_rows(self.db, run_id))
+            if hit is not None and _grew(hit[0], key):
+                old_key, old = hit
+                delta = Q.lineage_rows(self.db, run_id, after_seq=old_key[1] or 0, after_evaluation=old_key[3] or 0)
+                lineage = old.extended(delta)
+            else:
+                lineage = RunLineage.from_rows(Q.lineage_rows(self.db, run_id))
             self._entries[run_id] = (key, lineage)
             return lineage
+
+    def select(self, run_id: str, q: TreeQuery) -> dict[str, Any]:
+        """``RunLineage.select(q)`` of the run as it is now, cached until the run changes."""
+        stamp = self._stamp(run_id)
+        key = (run_id, stamp, q)
+        hit = self._selections.get(key)
+        if hit is not None:
+            return hit
+        lineage = self.get(run_id, stamp)
+        if q.root is not None and q.root not in lineage.index:
+            q = TreeQuery(**{**q.__dict__, "root": Q.resolve_program(self.db, q.root)})
+        out = lineage.select(q)
+        with self._lock:
+            if len(self._selections) >= self.SELECTIONS:
+                self._selections.pop(next(iter(self._selections)))
+            self._selections[key] = out
+        return out
+
+
+def _grew(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+    """Whether only appends happened between two stamps ``(programs, last_seq, evaluations, last_eval)``."""
+    (n0, s0, e0, l0), (n1, s1, e1, l1) = old, new
+    return (s0 is not None and n1 - n0 == (s1 or 0) - s0 >= 0 and e1 >= e0
+            and (l0 is None or (l1 is not None and l1 - l0 == e1 - e0)))

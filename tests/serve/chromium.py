@@ -8,6 +8,7 @@ needed. Used by the browser tests and by ``benchmarks/bench_serve.py``.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import shutil
@@ -38,6 +39,12 @@ def find_chromium() -> str | None:
     return None
 
 
+def _high(fd: int) -> int:
+    new = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+    os.close(fd)
+    return new
+
+
 class ProtocolError(RuntimeError):
     """Chromium answered a command with an error, or did not answer in time."""
 
@@ -53,12 +60,15 @@ class Chromium:
         self.profile = tempfile.mkdtemp(prefix="qdevolve-chromium-")
         to_chrome_r, self._w = os.pipe()
         self._r, from_chrome_w = os.pipe()
+        # bash below maps them to fds 3 and 4; move them above 9 first so that the two
+        # redirections cannot overwrite each other (pytest's own descriptors may make them 3 or 4).
+        to_chrome_r, from_chrome_w = (_high(fd) for fd in (to_chrome_r, from_chrome_w))
         args = [*CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe",
                 f"--window-size={width},{height}", "about:blank"]
         self.log_path = Path(self.profile) / "chromium.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', exe, *args],
+            [shutil.which("bash") or "/bin/bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', exe, *args],
             pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
         os.close(to_chrome_r)
         os.close(from_chrome_w)

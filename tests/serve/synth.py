@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -136,8 +137,13 @@ def synthetic_run(path: Path, n: int, *, seed: int = 0, name: str = "synthetic")
     with eng.begin() as con:
         con.execute(insert(S.runs).values(id=run_id, name=name, status="finished", config=json.dumps(config),
                                           created_at=now, updated_at=now + n))
-        for table, rows in ((S.programs, progs), (S.edges, edges), (S.evaluations, evals), (S.archive_events, events)):
-            for k in range(0, len(rows), 20000):
-                con.execute(insert(table), rows[k:k + 20000])
     eng.dispose()
+    # Bulk rows through the DB-API directly (the schema's tables and columns; 10x faster than Core here).
+    raw = sqlite3.connect(path)
+    with raw:
+        for table, rows in ((S.programs, progs), (S.edges, edges), (S.evaluations, evals), (S.archive_events, events)):
+            cols = list(rows[0])
+            raw.executemany(f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                            [tuple(r[c] for c in cols) for r in rows])
+    raw.close()
     return run_id
