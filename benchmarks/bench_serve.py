@@ -25,7 +25,6 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -94,10 +93,21 @@ def main() -> int:
                 import psutil
 
                 srv = psutil.Process(server.proc.pid)
-                cpu0 = sum(srv.cpu_times()[:2])
+                chrome = psutil.Process(browser.proc.pid)
+
+                def browser_cpu() -> float:
+                    total = 0.0
+                    for proc in [chrome, *chrome.children(recursive=True)]:
+                        try:
+                            total += sum(proc.cpu_times()[:2])
+                        except psutil.NoSuchProcess:
+                            pass
+                    return total
+
+                cpu0, bcpu0 = sum(srv.cpu_times()[:2]), browser_cpu()
                 page = browser.new_page()
                 cold = page.navigate(server.url + "/", wait_for="document.body.dataset.treeReady", timeout=120)
-                cold_cpu = sum(srv.cpu_times()[:2]) - cpu0
+                cold_cpu, cold_bcpu = sum(srv.cpu_times()[:2]) - cpu0, browser_cpu() - bcpu0
                 shown = page.evaluate("document.body.dataset.treeNodes")
                 total = page.evaluate("document.body.dataset.treePrograms")
                 page.close()
@@ -114,6 +124,10 @@ def main() -> int:
                 t1 = time.perf_counter()
                 server.get(f"/api/runs/{run_id}/tree?status=failed&gen_min=10&gen_max=40")
                 filt = time.perf_counter() - t1
+                p = browser.new_page()
+                arch = p.navigate(f"{server.url}/runs/{run_id}/archive", wait_for="document.body.dataset.archiveReady",
+                                  timeout=120)
+                p.close()
             finally:
                 server.stop()
         load_after = _load()
@@ -121,10 +135,11 @@ def main() -> int:
         ("programs in the run (drawn)", f"{total} ({shown} drawn, the rest aggregated)"),
         ("first view, cold server (navigate -> tree drawn)", f"{cold:.2f} s"),
         (f"first view, lineage cached (median of {args.repeats})", f"{statistics.median(warm):.2f} s"),
-        ("server CPU time during the cold first view", f"{cold_cpu:.2f} s"),
+        ("CPU time of the cold first view: server / browser", f"{cold_cpu:.2f} s / {cold_bcpu:.2f} s"),
         ("tree API, cold (no warm-up): wall / CPU", f"{api_cold:.2f} s / {api_cold_cpu:.2f} s"),
         (f"tree API, cached (median of {args.repeats})", f"{statistics.median(api_warm) * 1000:.0f} ms"),
         ("tree API with filters (status, generations), cached", f"{filt * 1000:.0f} ms"),
+        ("archive page (navigate -> heatmap and curves drawn)", f"{arch:.2f} s"),
         ("server start (process to port answering)", f"{started:.2f} s"),
         ("synthetic database written in", f"{build_s:.1f} s"),
         ("load average before / after (1, 5, 15 min)", f"{load_before} / {load_after}"),

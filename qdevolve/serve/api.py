@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from qdevolve.serve import queries as Q

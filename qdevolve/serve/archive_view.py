@@ -106,8 +106,9 @@ def archive_view(db: ReadOnlyDB, run: dict[str, Any]) -> dict[str, Any]:
             qd += (ev["score"] or 0.0) - qd_offset
         x = eval_index.get(ev["program_id"], qd_curve[-1][0] if qd_curve else 0)
         qd_curve.append([x, qd])
+    feats = Q.features_of(db, sorted({e["program_id"] for e in elites.values()}))
     elite_rows = [{"program_id": e["program_id"], "island": e["island"], "score": e["score"],
-                   "stored_cell": e["cell"], "features": e["features"]} for e in elites.values()]
+                   "stored_cell": e["cell"], "features": feats.get(e["program_id"], {})} for e in elites.values()]
     dims = list(spec.get("feature_dimensions") or [])
     if not dims:
         keys = sorted({k for e in elite_rows for k, v in (e["features"] or {}).items() if isinstance(v, (int, float))})

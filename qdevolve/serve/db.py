@@ -78,7 +78,13 @@ class ReadOnlyDB:
     def _engine(self, target: str) -> Engine:
         if is_url(target) and not target.startswith("sqlite"):
             url = make_url(target)
-            args = {"options": "-c default_transaction_read_only=on"} if url.get_backend_name() == "postgresql" else {}
+            args: dict[str, str] = {}
+            if url.get_backend_name() == "postgresql":
+                # keep the URL's own libpq options (e.g. -csearch_path=...) and add read-only
+                given = url.query.get("options")
+                given = " ".join(given) if isinstance(given, tuple) else (given or "")
+                url = url.difference_update_query(["options"])
+                args["options"] = f"{given} -c default_transaction_read_only=on".strip()
             return create_engine(url, connect_args=args, pool_pre_ping=True, pool_size=4)
         path = Path(make_url(target).database or "") if is_url(target) else Path(target)
         _check_sqlite_file(path)

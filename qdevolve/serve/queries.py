@@ -15,7 +15,7 @@ from sqlalchemy import Table, func, literal, or_, select
 from qdevolve.serve.db import ReadOnlyDB
 
 __all__ = ["NotFound", "list_runs", "resolve_run", "run_stamp", "lineage_rows", "resolve_program",
-           "program_detail", "ancestors", "children", "archive_events", "evaluation_scores",
+           "program_detail", "ancestors", "children", "archive_events", "features_of", "evaluation_scores",
            "policy_versions", "rollout_rewards", "decode"]
 
 ANCESTOR_LIMIT = 500
@@ -275,24 +275,28 @@ def _summaries(db: ReadOnlyDB, ids: list[str]) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- archive, policy
 def archive_events(db: ReadOnlyDB, run_id: str) -> list[dict[str, Any]]:
-    """Archive events of a run in order, with the program's features from its latest evaluation."""
-    events, evals = db.table("archive_events"), db.table("evaluations")
+    """Archive events of a run in order (``id, program_id, archive, island, cell, kind, replaced_id, score``)."""
+    events = db.table("archive_events")
     if events is None:
         return []
     with db.engine.connect() as con:
-        rows = [_row(r) for r in con.execute(select(*_cols(events, "id", "program_id", "archive", "island", "cell",
-                                                            "kind", "replaced_id", "score"))
-                                             .where(events.c.run_id == run_id).order_by(events.c.id))]
-        feats: dict[str, Any] = {}
-        if evals is not None and rows:
-            ids = list({r["program_id"] for r in rows if r["kind"] != "removed"})
-            for i in range(0, len(ids), 500):
-                for pid, f in con.execute(select(evals.c.program_id, evals.c.features)
-                                          .where(evals.c.program_id.in_(ids[i:i + 500])).order_by(evals.c.id)):
-                    feats[pid] = decode(f, {})
-    for r in rows:
-        r["features"] = feats.get(r["program_id"], {})
-    return rows
+        return [_row(r) for r in con.execute(select(*_cols(events, "id", "program_id", "archive", "island", "cell",
+                                                             "kind", "replaced_id", "score"))
+                                              .where(events.c.run_id == run_id).order_by(events.c.id))]
+
+
+def features_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
+    """Program id -> features of its latest evaluation."""
+    evals = db.table("evaluations")
+    out: dict[str, Any] = {}
+    if evals is None:
+        return out
+    with db.engine.connect() as con:
+        for i in range(0, len(ids), 500):
+            for pid, f in con.execute(select(evals.c.program_id, evals.c.features)
+                                      .where(evals.c.program_id.in_(ids[i:i + 500])).order_by(evals.c.id)):
+                out[pid] = decode(f, {})
+    return out
 
 
 def evaluation_scores(db: ReadOnlyDB, run_id: str) -> list[tuple[str, str, float | None]]:

@@ -73,31 +73,38 @@ class RunLineage:
         ids = rows["id"]
         n = len(ids)
         index = {pid: i for i, pid in enumerate(ids)}
-        parent = [-1] * n
+        get = index.get
+        parent = [get(p, -1) if p is not None else -1 for p in rows["parent"]]
         children: list[list[int]] = [[] for _ in range(n)]
-        for i, p in enumerate(rows["parent"]):
-            j = index.get(p, -1) if p is not None else -1
-            if j >= 0 and j != i:
-                parent[i] = j
-                children[j].append(i)
+        for i, j in enumerate(parent):
+            if j >= 0:
+                if j == i:
+                    parent[i] = -1
+                else:
+                    children[j].append(i)
         extra = {index[c]: ps for c, ps in rows.get("extra_parents", {}).items() if c in index}
-        order: list[int] = []
-        seen = bytearray(n)
-        for r in range(n):
-            if parent[r] >= 0:
-                continue
-            stack = [r]
-            while stack:
-                i = stack.pop()
-                if seen[i]:
+        par = np.asarray(parent, dtype=np.int64)
+        if bool((par < np.arange(n)).all()):
+            order = list(range(n))  # insertion order already puts parents first (always, for a run)
+        else:
+            order = []
+            seen = bytearray(n)
+            for r in range(n):
+                if parent[r] >= 0:
                     continue
-                seen[i] = 1
-                order.append(i)
-                stack.extend(children[i])
+                stack = [r]
+                while stack:
+                    i = stack.pop()
+                    if seen[i]:
+                        continue
+                    seen[i] = 1
+                    order.append(i)
+                    stack.extend(children[i])
         subtree = [1] * n
         for i in reversed(order):
-            if parent[i] >= 0:
-                subtree[parent[i]] += subtree[i]
+            j = parent[i]
+            if j >= 0:
+                subtree[j] += subtree[i]
         score = np.array([np.nan if s is None else s for s in rows["score"]], dtype=float)
         key = np.where(np.isnan(score), -np.inf, score)
         pos = np.empty(n, dtype=np.int64)

@@ -101,7 +101,8 @@ def synthetic_run(path: Path, n: int, *, seed: int = 0, name: str = "synthetic")
     """A database holding one run of ``n`` programs in a random lineage (benchmark input).
 
     Parents are drawn with a bias to recent and good programs (as selection does), 8% fail,
-    and every program has an evaluation and, when ok, an archive event.
+    every program has an evaluation, and an ``ok`` one that beats its cell's elite (10 x 10
+    grid) an archive event.
     """
     eng = new_database(path)
     rng = random.Random(seed)
@@ -111,6 +112,7 @@ def synthetic_run(path: Path, n: int, *, seed: int = 0, name: str = "synthetic")
     ids = [uuid.uuid4().hex for _ in range(n)]
     gens = [0] * n
     progs, edges, evals, events = [], [], [], []
+    occupant: dict[str, tuple[str, float]] = {}
     code = "def f(x):\n    return x\n"
     for i, pid in enumerate(ids):
         parent = None
@@ -130,10 +132,14 @@ def synthetic_run(path: Path, n: int, *, seed: int = 0, name: str = "synthetic")
         evals.append({"program_id": pid, "run_id": run_id, "status": "ok" if ok else "error", "score": score,
                       "metrics": "{}", "features": json.dumps(feats), "artifacts": "{}", "runtime_s": 0.1,
                       "created_at": now + i})
-        if ok:
+        cell = f"{int(feats['a'] * 10)},{int(feats['b'] * 10)}"
+        held = occupant.get(cell)
+        if ok and (held is None or score > held[1]):  # MAP-Elites: a cell keeps its best program
             events.append({"run_id": run_id, "program_id": pid, "archive": "map_elites", "island": 0,
-                           "cell": f"{int(feats['a'] * 10)},{int(feats['b'] * 10)}", "kind": "added",
+                           "cell": cell, "kind": "added" if held is None else "improved",
+                           "replaced_id": None if held is None else held[0],
                            "score": score, "data": "{}", "created_at": now + i})
+            occupant[cell] = (pid, score)
     with eng.begin() as con:
         con.execute(insert(S.runs).values(id=run_id, name=name, status="finished", config=json.dumps(config),
                                           created_at=now, updated_at=now + n))
