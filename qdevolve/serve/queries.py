@@ -155,7 +155,8 @@ def lineage_rows(db: ReadOnlyDB, run_id: str, *, after_seq: int | None = None,
                   .where(evals.c.run_id == run_id).order_by(evals.c.id))
             if after_evaluation is not None:
                 vq = vq.where(evals.c.id > after_evaluation)
-            last = {pid: (st, sc) for pid, st, sc in con.execute(vq).all()}  # the latest wins
+            erows = con.execute(vq).all()
+            last = {pid: (st, sc) for pid, st, sc in erows}  # the latest wins
     names = ("id", "gen", "island", "op", "pv")
     out: dict[str, Any] = ({k: list(v) for k, v in zip(names, zip(*rows, strict=True), strict=True)} if rows
                            else {k: [] for k in names})
@@ -166,6 +167,7 @@ def lineage_rows(db: ReadOnlyDB, run_id: str, *, after_seq: int | None = None,
     out["parent"] = [parent.get(pid) for pid in out["id"]]
     out["extra_parents"] = extra
     out["evaluations"] = last
+    out["n_evaluations"] = len(erows) if evals is not None else 0
     return out
 
 

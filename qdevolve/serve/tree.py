@@ -322,11 +322,13 @@ class LineageCache:
             hit = self._entries.get(run_id)
             if hit is not None and hit[0] == key:
                 return hit[1]
+            lineage = None
             if hit is not None and _grew(hit[0], key):
-                old_key, old = hit
-                delta = Q.lineage_rows(self.db, run_id, after_seq=old_key[1] or 0, after_evaluation=old_key[3] or 0)
-                lineage = old.extended(delta)
-            else:
+                (n0, s0, e0, l0), old = hit
+                delta = Q.lineage_rows(self.db, run_id, after_seq=s0 or 0, after_evaluation=l0 or 0)
+                if len(delta["id"]) == key[0] - n0 and delta["n_evaluations"] == key[2] - e0:
+                    lineage = old.extended(delta)  # only appends since: extend
+            if lineage is None:
                 lineage = RunLineage.from_rows(Q.lineage_rows(self.db, run_id))
             self._entries[run_id] = (key, lineage)
             return lineage
@@ -350,7 +352,8 @@ class LineageCache:
 
 
 def _grew(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
-    """Whether only appends happened between two stamps ``(programs, last_seq, evaluations, last_eval)``."""
+    """Whether two stamps ``(programs, last_seq, evaluations, last_eval)`` can differ by appends
+    only (the caller then checks the rows read since against the counts)."""
     (n0, s0, e0, l0), (n1, s1, e1, l1) = old, new
-    return (s0 is not None and n1 - n0 == (s1 or 0) - s0 >= 0 and e1 >= e0
-            and (l0 is None or (l1 is not None and l1 - l0 == e1 - e0)))
+    return (s0 is not None and s1 is not None and s1 >= s0 and n1 >= n0 and e1 >= e0
+            and (l0 is None or (l1 is not None and l1 >= l0)))

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
+from sqlalchemy import insert
 
+from qdevolve.db import schema as S
 from qdevolve.serve import queries as Q
 from qdevolve.serve.db import ReadOnlyDB
 from qdevolve.serve.tree import LineageCache, RunLineage, TreeQuery
@@ -17,18 +20,25 @@ def _by_id(payload: dict) -> dict:
     return {**payload, "nodes": sorted(payload["nodes"], key=lambda n: n["id"])}
 
 
-def test_extending_a_cached_lineage_equals_rebuilding_it(tmp_path: Path) -> None:
+def test_extending_a_cached_lineage_equals_rebuilding_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.sqlite"
     rid = synth.synthetic_run(path, 3000, seed=5)
     db = ReadOnlyDB(str(path))
     cache = LineageCache(db)
     first = cache.get(rid)
+    builds = []
+    real = RunLineage.from_rows.__func__
+    monkeypatch.setattr(RunLineage, "from_rows", classmethod(lambda cls, rows: builds.append(1) or real(cls, rows)))
     eng = synth.engine(path)
+    with eng.begin() as con:  # another run writing into the same database in between
+        con.execute(insert(S.runs).values(id="other", name="other", config="{}", created_at=0.0, updated_at=0.0))
+    synth.add_program(eng, "other", code="o", score=1.0)
     a = synth.add_program(eng, rid, code="a", parents=[first.ids[10]], score=99.0)
     b = synth.add_program(eng, rid, code="b", parents=[a, first.ids[20]], status=None)  # crossover, pending
     synth.add_program(eng, rid, code="c", parents=[b], score=5.0, operator="new-op")
     eng.dispose()
     grown = cache.get(rid)
+    assert builds == [], "the cached lineage was extended, not rebuilt"
     full = RunLineage.from_rows(Q.lineage_rows(db, rid))
     assert grown is not first and len(grown.ids) == 3003 and grown.ids == full.ids
     assert (grown.parent == full.parent).all() and (grown.subtree == full.subtree).all()
