@@ -30,7 +30,7 @@ from qdevolve.serve.db import ReadOnlyDB
 from qdevolve.serve.render import pygments_css
 from qdevolve.serve.tree import LineageCache
 
-__all__ = ["create_app", "CSP", "LOOPBACK_HOSTS"]
+__all__ = ["create_app", "warm_up", "CSP", "LOOPBACK_HOSTS"]
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -49,12 +49,16 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        # pages and API answers are never stored (they change as the run writes); static files
+        # may be kept and revalidated (ETag), which lets the browser reuse its compiled scripts
+        cache = b"no-cache" if scope["path"].startswith("/static/") else b"no-store"
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
                             (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
-                            (b"cache-control", b"no-store")]
+                            (b"cache-control", cache)]
                 message["headers"] = headers
             await send(message)
 
@@ -125,12 +129,23 @@ def create_app(db: str | ReadOnlyDB, *, poll_s: float = 2.0, allowed_hosts: list
     return app
 
 
-def _warm(app: Starlette) -> None:
-    """Build the newest run's lineage before the first page asks for it (a request builds it anyway)."""
+def warm_up(app: Starlette) -> str | None:
+    """Build the newest run's lineage now, so the first page of it is served from the cache.
+
+    Returns the run id (``None`` for a database with no runs). ``qdevolve serve`` calls this
+    before it prints its URL.
+    """
     try:
-        runs = Q.list_runs(app.state.db)
-        if runs:
-            app.state.lineage.get(runs[0]["id"])
+        run = Q.resolve_run(app.state.db, None)
+    except Q.NotFound:
+        return None
+    app.state.lineage.get(run["id"])
+    return run["id"]
+
+
+def _warm(app: Starlette) -> None:
+    try:
+        warm_up(app)
     except Exception as exc:  # noqa: BLE001 - the request that needs it reports the error
         logging.getLogger(__name__).debug("warm-up failed: %s", exc)
 

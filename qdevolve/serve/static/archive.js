@@ -77,6 +77,7 @@
   }
 
   heat.on("click", e => { if (e.data && e.data.elite) location.assign(programHref(e.data.elite.program_id)); });
-  load().then(() => poll("/api/runs/" + encodeURIComponent(runId) + "/stamp", load))
+  const stampUrl = "/api/runs/" + encodeURIComponent(runId) + "/stamp";
+  window.QD.stampThen(stampUrl, load).then(stamp => poll(stampUrl, load, stamp))
     .catch(err => { document.getElementById("archive-summary").textContent = "error: " + err.message; });
 })();

@@ -64,9 +64,11 @@ window.QD = (() => {
     return "rgb(" + c.join(",") + ")";
   }
 
-  /** Poll `url` every data-poll ms; call onChange(data) when its JSON differs from the last answer. */
-  function poll(url, onChange) {
-    let last = null, ticks = 0;
+  /** Poll `url` every data-poll ms; call onChange(data) when its JSON differs from the last answer.
+      `initial` is the answer the page's data was read after (so a write in between is not missed);
+      without it the first answer only sets the baseline. */
+  function poll(url, onChange, initial) {
+    let last = initial === undefined ? null : JSON.stringify(initial), ticks = 0;
     const live = document.getElementById("live");
     async function tick() {
       try {
@@ -94,6 +96,13 @@ window.QD = (() => {
     return c;
   }
 
-  return {el, getJSON, fmt, short, programHref, programLink, when, tipBox, category, ramp, poll, chart,
+  /** The stamp at `url` now, then `load()`: pass the stamp to poll() so nothing written meanwhile is missed. */
+  async function stampThen(url, load) {
+    const stamp = await getJSON(url);
+    await load();
+    return stamp;
+  }
+
+  return {stampThen, el, getJSON, fmt, short, programHref, programLink, when, tipBox, category, ramp, poll, chart,
           runId: body.dataset.run || null, PALETTE};
 })();

@@ -50,6 +50,7 @@
     document.body.dataset.policyVersions = String(rows.length);
   }
 
-  load().then(() => poll("/api/runs/" + encodeURIComponent(runId) + "/stamp", load))
+  const stampUrl = "/api/runs/" + encodeURIComponent(runId) + "/stamp";
+  window.QD.stampThen(stampUrl, load).then(stamp => poll(stampUrl, load, stamp))
     .catch(err => { document.getElementById("policy-summary").textContent = "error: " + err.message; });
 })();

@@ -18,5 +18,6 @@
   }
 
   document.body.dataset.programReady = "1";
-  poll("/api/programs/" + encodeURIComponent(pid) + "/live", update);
+  // the server rendered the page before this poll's first answer: render from that answer too
+  poll("/api/programs/" + encodeURIComponent(pid) + "/live", update, {});
 })();

@@ -172,8 +172,9 @@
     form.addEventListener("submit", e => e.preventDefault());
     document.getElementById("fit").addEventListener("click", () => draw());
     document.getElementById("unfocus").addEventListener("click", e => { e.preventDefault(); const p = params(); delete p.root; setParams(p); loadTree(); });
-    await loadTree();
-    poll("/api/runs/" + encodeURIComponent(runId) + "/stamp", async () => { await renderRuns(); await loadTree(); });
+    const stampUrl = "/api/runs/" + encodeURIComponent(runId) + "/stamp";
+    const stamp = await window.QD.stampThen(stampUrl, loadTree);
+    poll(stampUrl, async () => { await renderRuns(); await loadTree(); }, stamp);
   }
 
   main().catch(err => {
