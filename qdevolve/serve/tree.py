@@ -1,6 +1,6 @@
 """The lineage tree of a run, cut to what a browser can draw.
 
-A run can hold 100,000 programs; a page draws at most ``limit`` nodes (default 1,500). The
+A run can hold 100,000 programs; a page draws at most ``limit`` nodes (default 1,000). The
 nodes are chosen in priority order and each brings its ancestors (up to the focus root), so
 what is drawn is always a connected tree:
 
@@ -27,7 +27,7 @@ from qdevolve.serve.db import ReadOnlyDB
 
 __all__ = ["TreeQuery", "RunLineage", "LineageCache", "DEFAULT_LIMIT", "MAX_LIMIT"]
 
-DEFAULT_LIMIT = 1500
+DEFAULT_LIMIT = 1000
 MAX_LIMIT = 20000
 
 

@@ -26,8 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database written by a real run: function_minimization, 12 children, offline AST mutator."""
-    pytest.importorskip("starlette")
-    pytest.importorskip("uvicorn")
     path = tmp_path_factory.mktemp("serve-run") / "run.sqlite"
     proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ROOT / "examples" / "function_minimization"),
                            "--iterations", "12", "--mutation", "ast", "--workers", "2", "--seed", "1",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -149,3 +150,20 @@ def test_cli_masks_password_and_warns_on_public_host(tmp_path: Path, run_db: Pat
         assert "warning: serving on 0.0.0.0" in s.proc.stderr.read()
     finally:
         s.stop()
+
+
+def test_refuses_to_start_without_its_pinned_assets(tmp_path: Path, run_db: Path) -> None:
+    from qdevolve.serve.assets import ASSETS, vendor_dir
+
+    empty = tmp_path / "vendor"
+    empty.mkdir()
+    env = {**os.environ, "QDEVOLVE_SERVE_VENDOR": str(empty)}
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "serve", "--db", str(run_db)], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and "python -m qdevolve.serve.assets" in proc.stderr
+    for a in ASSETS:  # a copy with one byte changed is refused too
+        data = (vendor_dir() / a.name).read_bytes()
+        (empty / a.name).write_bytes(data if a.name != "echarts.min.js" else data[:-1] + b" ")
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "serve", "--db", str(run_db)], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and "echarts.min.js missing or altered" in proc.stderr
