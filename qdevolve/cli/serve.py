@@ -39,11 +39,12 @@ def serve(db: str, host: str, port: int, poll_s: float) -> None:
     import uvicorn
 
     from qdevolve.serve import create_app
-    from qdevolve.serve.app import LOOPBACK_HOSTS
+    from qdevolve.serve.app import LOOPBACK_HOSTS, warm_up
     from qdevolve.serve.db import mask_url
 
     loopback = _is_loopback(host)
-    app = create_app(db, poll_s=poll_s, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    app = create_app(db, poll_s=poll_s, allowed_hosts=LOOPBACK_HOSTS if loopback else None, warm=False)
+    warm_up(app)  # the newest run's lineage is ready before the URL is shown
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
