@@ -151,7 +151,8 @@ def main() -> int:
     print("goal: first view <= 2 s:", "met" if cold <= 2.0 else "NOT met")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        args.out.write_text(f"`python benchmarks/bench_serve.py --programs {args.programs}` at {stamp}\n\n{text}\n")
     return 0
 
 
