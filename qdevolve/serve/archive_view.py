@@ -7,7 +7,8 @@ because a MAP-Elites archive with running ranges re-bins its elites without writ
 Binning follows the archive (pyribs' ``GridArchive`` rule):
 ``index = clip(floor((b * (v - lo) + 1e-6) / (hi - lo)), 0, b - 1)``, with ``[lo, hi]`` the
 configured range or, where none is configured, the min/max of the admitted programs' values.
-Axes are labelled with the bins' real value intervals.
+Axes are labelled with the bins' real value intervals. An archive that is not a 2-D grid
+(CVT, novelty, DGM) is drawn as a scatter of its best ``MAX_ELITES`` elites.
 
 QD-score (Pugh et al. 2016) after each event is ``sum over elites of (score - qd_offset)``
 (``qd_offset`` from the archive config, default 0; a program held by two islands counts twice,
@@ -27,6 +28,7 @@ __all__ = ["archive_view"]
 
 _EPS = 1e-6
 MAX_POINTS = 2000
+MAX_ELITES = 5000  # elites listed for a scatter (the best ones); ``n_elites`` counts them all
 
 
 def _spec(config: dict[str, Any]) -> dict[str, Any]:
@@ -106,21 +108,26 @@ def archive_view(db: ReadOnlyDB, run: dict[str, Any]) -> dict[str, Any]:
             qd += (ev["score"] or 0.0) - qd_offset
         x = eval_index.get(ev["program_id"], qd_curve[-1][0] if qd_curve else 0)
         qd_curve.append([x, qd])
-    feats = Q.features_of(db, sorted({e["program_id"] for e in elites.values()}))
-    elite_rows = [{"program_id": e["program_id"], "island": e["island"], "score": e["score"],
-                   "stored_cell": e["cell"], "features": feats.get(e["program_id"], {})} for e in elites.values()]
     dims = list(spec.get("feature_dimensions") or [])
+    grid_ok = len(dims) == 2 and not spec.get("cvt_cells") and spec.get("type", "map_elites") == "map_elites"
+    kept = list(elites.values())
+    if not grid_ok and len(kept) > MAX_ELITES:  # DGM / novelty archives can hold most of a run
+        kept = sorted(kept, key=lambda e: -(e["score"] if e["score"] is not None else -math.inf))[:MAX_ELITES]
+    feats = Q.features_of(db, sorted({e["program_id"] for e in kept}))
+    elite_rows = [{"program_id": e["program_id"], "island": e["island"], "score": e["score"],
+                   "stored_cell": e["cell"], "features": feats.get(e["program_id"], {})} for e in kept]
     if not dims:
         keys = sorted({k for e in elite_rows for k, v in (e["features"] or {}).items() if isinstance(v, (int, float))})
         dims = keys[:2]
     out: dict[str, Any] = {"run_id": run["id"], "archive": spec.get("outer") or spec.get("type"),
-                           "feature_dimensions": dims, "elites": elite_rows, "n_elites": len(elite_rows),
+                           "feature_dimensions": dims, "elites": elite_rows, "n_elites": len(elites),
                            "qd_offset": qd_offset, "evaluations": len(evals),
                            "best_curve": _downsample(best_curve), "qd_curve": _downsample(qd_curve),
                            "grid": None}
-    grid_ok = len(dims) == 2 and not spec.get("cvt_cells") and spec.get("type", "map_elites") == "map_elites"
     if grid_ok:
         out["grid"] = _grid(spec, dims, elite_rows)
+    if len(elite_rows) > MAX_ELITES:
+        out["elites"] = sorted(elite_rows, key=lambda e: -(e["score"] if e["score"] is not None else -math.inf))[:MAX_ELITES]
     return out
 
 
