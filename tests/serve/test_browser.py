@@ -118,3 +118,25 @@ def test_tree_screenshot_is_not_blank(page: Page, server: Server, view_db: dict[
     background = max(colours)[1]
     drawn = sum(n for n, c in colours if sum(abs(a - b) for a, b in zip(c, background, strict=True)) > 60)
     assert drawn > 500, f"only {drawn} pixels differ from the background"
+
+
+def test_empty_database_page_follows_the_first_run(page: Page, tmp_path: Path) -> None:
+    from sqlalchemy import insert
+
+    from qdevolve.db import schema as S
+
+    db = tmp_path / "empty.sqlite"
+    synth.new_database(db).dispose()
+    s = Server(db)
+    try:
+        page.navigate(s.url + "/", wait_for="document.body.dataset.runsReady === '0'")
+        assert "no runs yet" in page.evaluate("document.getElementById('no-runs').textContent")
+        eng = synth.engine(db)
+        with eng.begin() as con:
+            con.execute(insert(S.runs).values(id="run-new", name="new", config="{}", created_at=0.0, updated_at=1.0))
+        synth.add_program(eng, "run-new", code="x = 1\n", score=0.5)
+        eng.dispose()
+        page.wait_for("location.pathname === '/runs/run-new' && document.body.dataset.treeReady", timeout=30)
+        _clean(page, s)
+    finally:
+        s.stop()

@@ -8,7 +8,8 @@
   let chart = null, data = null, draws = 0;
 
   async function renderRuns() {
-    const {runs} = await getJSON("/api/runs");
+    const answer = await getJSON("/api/runs");
+    const runs = answer.runs;
     const tbody = document.querySelector("#runs tbody");
     tbody.replaceChildren(...runs.map(r => el("tr", {run: r.id, class: r.id === runId ? "here" : ""},
       el("td", {}, el("a", {href: "/runs/" + encodeURIComponent(r.id), text: r.name})),
@@ -19,7 +20,7 @@
       el("td", {}, el("a", {href: "/runs/" + encodeURIComponent(r.id) + "/archive", text: "archive"}), " · ",
         el("a", {href: "/runs/" + encodeURIComponent(r.id) + "/policy", text: "policy"})))));
     document.body.dataset.runsReady = String(runs.length);
-    return runs;
+    return answer;
   }
 
   function params() {
@@ -148,9 +149,13 @@
   }
 
   async function main() {
-    await renderRuns();
+    const runsShown = renderRuns();  // in parallel with the tree below
     if (!runId) {
-      poll("/api/runs", () => { const first = document.querySelector("#runs tbody tr"); if (first) location.assign("/runs/" + encodeURIComponent(first.dataset.run)); });
+      const seen = await runsShown;
+      poll("/api/runs", async () => {
+        const {runs} = await renderRuns();
+        if (runs.length) location.assign("/runs/" + encodeURIComponent(runs[0].id));
+      }, seen);
       return;
     }
     chart = window.QD.chart("tree");
@@ -174,6 +179,7 @@
     document.getElementById("unfocus").addEventListener("click", e => { e.preventDefault(); const p = params(); delete p.root; setParams(p); loadTree(); });
     const stampUrl = "/api/runs/" + encodeURIComponent(runId) + "/stamp";
     const stamp = await window.QD.stampThen(stampUrl, loadTree);
+    await runsShown;
     poll(stampUrl, async () => { await renderRuns(); await loadTree(); }, stamp);
   }
 
