@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A database written by a real run: function_minimization, 12 children, offline AST mutator."""
+    """A database written by a real run: function_minimization, 8 children, offline AST mutator."""
     path = tmp_path_factory.mktemp("serve-run") / "run.sqlite"
     proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ROOT / "examples" / "function_minimization"),
-                           "--iterations", "12", "--mutation", "ast", "--workers", "2", "--seed", "1",
+                           "--iterations", "8", "--mutation", "ast", "--workers", "2", "--seed", "1",
                            "--no-progress", "--db", str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return path
@@ -71,8 +71,9 @@ def view_db(run_db: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 class Server:
     """``qdevolve serve`` in a subprocess on a free port."""
 
-    def __init__(self, db: Path | str, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "qdevolve", "serve", "--db", str(db), "--port", "0",
+    def __init__(self, db: Path | str | None, *extra: str, env: dict[str, str] | None = None) -> None:
+        where = ["--db", str(db)] if db is not None else []  # None: from QDEVOLVE_DB in env
+        self.proc = subprocess.Popen([sys.executable, "-m", "qdevolve", "serve", *where, "--port", "0",
                                       "--poll", "0.5", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env={**os.environ, **(env or {})})
         line = self.proc.stdout.readline()

@@ -143,6 +143,11 @@ def test_cli_masks_password_and_warns_on_public_host(tmp_path: Path, run_db: Pat
     proc = subprocess.run([sys.executable, "-m", "qdevolve", "serve", "--db", str(bad)], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "not a SQLite file" in proc.stderr
+    s = Server(None, env={"QDEVOLVE_DB": str(run_db)})  # the database from the environment
+    try:
+        assert s.json("/api/runs")["database"] == str(run_db)
+    finally:
+        s.stop()
     s = Server(run_db, "--host", "0.0.0.0")
     try:
         s.proc.terminate()
