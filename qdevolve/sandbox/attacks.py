@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qdevolve.sandbox._common import sandbox_processes
+from qdevolve.sandbox._proc import sandbox_processes
 from qdevolve.sandbox.limits import SandboxLimits
 from qdevolve.types import EvalResult, Program
 

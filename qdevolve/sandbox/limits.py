@@ -59,7 +59,13 @@ class SandboxLimits:
         network: Allow network access (off: a private network namespace, loopback only).
         env: Variables set in the sandbox (name, value); see :data:`DEFAULT_ENV`.
         env_allow: Names copied from the controller's environment when set there (allowlist).
-        tmpfs_mb: Size of the private ``/tmp`` (bwrap, Docker).
+        tmpfs_mb: Size of the private ``/tmp`` and of the private ``/dev/shm`` (each).
+        work_mb: Disk quota of the per-evaluation work directory (a size-limited tmpfs).
+        call_s: Deadline of one call from the evaluator into the candidate process
+            (``None``: the wall clock).
+        artifacts_bytes: Total UTF-8 bytes of artifacts stored per evaluation (stdout and
+            stderr tails included); beyond it values are cut and ``artifacts["truncated"]``
+            names them.
     """
 
     wall_s: float = 30.0
@@ -73,13 +79,19 @@ class SandboxLimits:
     env: tuple[tuple[str, str], ...] = field(default=DEFAULT_ENV)
     env_allow: tuple[str, ...] = ()
     tmpfs_mb: int = 64
+    work_mb: int = 256
+    call_s: float | None = None
+    artifacts_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes",
-                     "file_size_bytes", "open_files", "tmpfs_mb"):
+                     "file_size_bytes", "open_files", "tmpfs_mb", "work_mb", "artifacts_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive number, got {value!r}")
+        if self.call_s is not None and (isinstance(self.call_s, bool) or not isinstance(self.call_s, (int, float))
+                                        or not self.call_s > 0):
+            raise ValueError(f"SandboxLimits.call_s must be a positive number or None, got {self.call_s!r}")
         object.__setattr__(self, "env", tuple((str(k), str(v)) for k, v in dict(self.env).items()))
         object.__setattr__(self, "env_allow", tuple(self.env_allow))
 
@@ -109,10 +121,18 @@ def as_limits(value: SandboxLimits | dict[str, Any] | None) -> SandboxLimits | N
     raise ValueError(f"sandbox limits must be a SandboxLimits or a mapping, got {type(value).__name__}")
 
 
-def render_env(limits: SandboxLimits, host_env: dict[str, str] | None = None) -> dict[str, str]:
-    """The sandbox environment: :data:`DEFAULT_ENV`-style pairs plus allowlisted host names."""
+def render_env(limits: SandboxLimits, host_env: dict[str, str] | None = None,
+               sys_path: list[str] | None = None) -> dict[str, str]:
+    """The sandbox environment: :data:`DEFAULT_ENV`-style pairs plus allowlisted host names.
+
+    ``sys_path`` (the library directories the runner appends) becomes ``PYTHONPATH``, so an
+    evaluator that runs ``[sys.executable, program]`` gets an interpreter that imports what
+    the runner can (numpy & co.).
+    """
     host_env = os.environ if host_env is None else host_env
     env = dict(limits.env)
+    if sys_path and "PYTHONPATH" not in env:
+        env["PYTHONPATH"] = os.pathsep.join(sys_path)
     for name in limits.env_allow:
         if name in host_env:
             env[name] = host_env[name]
@@ -178,7 +198,9 @@ def render_bwrap_argv(
     argv += ["bwrap", "--unshare-all"]
     if limits.network:
         argv.append("--share-net")
-    argv += ["--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]
+    # --as-pid-1: the trusted runner is the namespace's init, so no process of the
+    # candidate can signal it (signals an init has no handler for are dropped)
+    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
     for name, value in env.items():
         argv += ["--setenv", name, value]
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -196,12 +218,19 @@ def render_bwrap_argv(
     argv += ["--ro-bind", runner_dir, f"{SANDBOX_ROOT}/runner"]
     if evaluator:
         argv += ["--ro-bind", evaluator, f"{SANDBOX_ROOT}/evaluator/{os.path.basename(evaluator)}"]
+    # the work dir is a size-limited tmpfs (the disk quota); the program and the run file
+    # are bound into it read-only, so the candidate can neither rewrite the program the
+    # evaluator reads nor fill the host's disk
+    work = f"{SANDBOX_ROOT}/work"
+    argv += ["--size", str(int(limits.work_mb) * _MIB), "--tmpfs", work]
+    for name in ("program.py", ".qdevolve-run"):
+        argv += ["--ro-bind", f"{workdir}/{name}", f"{work}/{name}"]
     argv += [
-        "--bind", workdir, f"{SANDBOX_ROOT}/work",
         "--proc", "/proc", "--dev", "/dev",
-        "--chdir", f"{SANDBOX_ROOT}/work",
+        "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/dev/shm",
+        "--chdir", work,
         "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py",
-        f"{SANDBOX_ROOT}/work/.qdevolve-run",
+        f"{work}/.qdevolve-run",
     ]
     return argv
 
@@ -234,7 +263,8 @@ def render_docker_kwargs(
         "pids_limit": int(limits.processes),
         "nano_cpus": 1_000_000_000,
         "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m"},
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m",
+                  "/dev/shm": f"rw,nosuid,nodev,noexec,size={int(limits.tmpfs_mb)}m"},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "init": True,

@@ -26,7 +26,8 @@ RUN_FILE = ".qdevolve-run"
 RESULT_FILE = ".qdevolve-result.json"
 MAX_ARTIFACT_CHARS = 65536
 MAX_RECORD_BYTES = 4 << 20
-RECORD_STATUSES = ("ok", "error", "memory", "invalid")
+RECORD_STATUSES = ("ok", "error", "memory", "invalid", "timeout", "killed")
+MAX_ABS = 1e100  # larger |values| overflow sums such as the archive's QD-score
 _RESERVED = ("combined_score", "tests", "features", "artifacts", "error")
 
 
@@ -45,7 +46,17 @@ def _number(name: str, value: object) -> float:
         raise ProtocolError(f"metric {name!r} is not numeric: {exc}") from None
     if not math.isfinite(out):
         raise ProtocolError(f"metric {name!r} is not finite: {out}")
+    if abs(out) > MAX_ABS:
+        raise ProtocolError(f"metric {name!r} = {out:g} exceeds {MAX_ABS:g} in magnitude")
     return out
+
+
+def _surrogate_free(where: str, text: object) -> None:
+    if isinstance(text, str) and not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolError(f"{where} holds a lone surrogate (not valid Unicode text)") from None
 
 
 def _one_line(text: object, limit: int = 500) -> str:
@@ -135,6 +146,14 @@ def check_record(record: object, nonce: str) -> dict:
         raise ProtocolError("result record tests are not a list in [0, 1]")
     if not all(isinstance(v, str) for v in record.get("artifacts", {}).values()):
         raise ProtocolError("result record artifacts are not strings")
+    for key in ("metrics", "features", "artifacts"):
+        for k, v in record.get(key, {}).items():
+            _surrogate_free(f"{key}[{k!r}] name", k)
+            _surrogate_free(f"{key}[{k!r}]", v)
+    for key in ("error", "stdout"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            raise ProtocolError(f"result record field {key!r} is not a string")
+        _surrogate_free(key, record.get(key))
     return record
 
 
@@ -198,17 +217,16 @@ def _reap(keep: set) -> None:
 
 
 def _wipe(path: str) -> None:
-    import shutil
+    """Empty ``path`` without recursion (a candidate may nest thousands of directories)."""
+    import subprocess
 
     for name in os.listdir(path):
-        full = os.path.join(path, name)
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full, ignore_errors=True)
-        else:
-            try:
-                os.unlink(full)
-            except OSError:
-                pass
+        try:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", os.path.join(path, name)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        except Exception:  # noqa: BLE001 - cleanup never stops the next evaluation
+            pass
 
 
 def _load_evaluator(path: str):
@@ -224,18 +242,68 @@ def _load_evaluator(path: str):
     return module
 
 
+def _nondumpable() -> None:
+    """``prctl(PR_SET_DUMPABLE, 0)``: no process of the same uid may ptrace this one or
+    open its ``/proc/<pid>/mem``, ``fd``, ``environ`` (the candidate shares the uid)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+class _Drain:
+    """The pipe behind fd 1 of the runner, the evaluator and the candidate: its last
+    ``cap`` bytes are kept, the rest counted (fd 1 itself is the record channel's place)."""
+
+    def __init__(self, cap: int) -> None:
+        import threading
+
+        self.cap, self.buf, self.total = cap, bytearray(), 0
+        self.read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, 1)
+        os.close(write_fd)
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 65536)
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.total += len(chunk)
+            self.buf += chunk
+            if len(self.buf) > 2 * self.cap:
+                del self.buf[: len(self.buf) - self.cap]
+
+    def finish(self) -> tuple:
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001 - the evaluator may have replaced sys.stdout
+            pass
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        self.thread.join(0.2)  # orphans of the candidate may keep the pipe open: do not wait
+        return bytes(self.buf[-self.cap:]).decode("utf-8", "replace"), self.total > self.cap
+
+
 def _run_builtin(program: str) -> dict:
-    with open(program, "rb") as fh:
-        code = compile(fh.read(), program, "exec")
-    sys.argv = [program]
+    """No evaluator: run the program as ``__main__`` in the candidate; 1.0 on a clean end."""
+    import _standin
+
     try:
-        exec(code, {"__name__": "__main__", "__file__": program, "__builtins__": __builtins__})
+        _standin.load("__main__", program, "__main__")
     except SystemExit as exc:
         code = exc.code
-        if code not in (None, 0):
+        if code not in (None, 0, "", "0", "None"):
             return {"status": "error", "score": 0.0, "error": f"program exited with status {code}",
                     "metrics": {}, "tests": None, "features": {}, "artifacts": {}}
-    sys.stdout.flush()
     return {"status": "ok", "score": 1.0, "metrics": {"exit_ok": 1.0}, "tests": None,
             "features": {}, "artifacts": {}, "error": None}
 
@@ -265,68 +333,74 @@ def _run_evaluator(module, program: str, thresholds) -> dict:
     return merged
 
 
-def _init_and_wait() -> None:
-    """As pid 1 of a fresh pid namespace: fork, reap every orphan, exit like the child.
+def _failure(exc: BaseException, candidate) -> dict:
+    """The record of an evaluation that raised: the candidate's fate when it met one."""
+    import traceback
 
-    A namespace init ignores signals it has no handler for (SIGXCPU, even the kernel's CPU
-    SIGKILL), so the evaluation must not run as pid 1. Exit status: the child's, or 128 + N.
-    """
-    child = os.fork()
-    if child == 0:
-        return
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(1)
-        except InterruptedError:
-            continue
-        if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
+    tb = traceback.format_exc()[-MAX_ARTIFACT_CHARS:]
+    remote = getattr(exc, "remote_traceback", "")
+    artifacts = {"traceback": tb}
+    if remote:
+        artifacts["candidate_traceback"] = remote[-MAX_ARTIFACT_CHARS:]
+    if isinstance(exc, ProtocolError):
+        return {"status": "invalid", "error": f"evaluator result rejected: {exc}"}
+    if isinstance(exc, MemoryError):
+        return {"status": "memory", "error": "MemoryError (memory limit reached)", "artifacts": artifacts}
+    fate = candidate.fate if candidate is not None else None
+    if fate is not None and fate[0] in ("timeout", "memory", "killed"):
+        return {"status": fate[0], "error": fate[1], "artifacts": artifacts}
+    return {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"), "artifacts": artifacts}
 
 
 def main(argv: list) -> None:
-    if os.getpid() == 1:
-        _init_and_wait()
-    me = os.getpid()
+    import signal
+
+    _nondumpable()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as pid 1 a default action means "ignored"
     run_path = argv[1]
     import marshal
 
     with open(run_path, "rb") as fh:
         cfg = marshal.loads(fh.read())
-    os.unlink(run_path)
+    try:
+        os.unlink(run_path)
+    except OSError:  # bound read-only (bwrap): the nonce it holds opens nothing
+        pass
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
         _wipe("/tmp")
     _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
     nonce = cfg.pop("nonce")
+    channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
+    drain = _Drain(int(cfg.get("output_bytes", 1 << 20)))
     workdir = os.path.dirname(os.path.abspath(run_path))
-    fd = os.open(os.path.join(workdir, RESULT_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     for p in cfg.get("sys_path", []):
         sys.path.append(p)
     os.chdir(workdir)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)  # -I leaves the script's directory out
+    import _standin
+
+    sys.path.remove(here)
+
+    candidate = _standin.CANDIDATE = _standin.Candidate(
+        sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
+        float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9))
     try:
+        _standin.install(cfg["program"])
         if cfg.get("evaluator"):
-            body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"],
-                                  cfg.get("cascade"))
+            body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"], cfg.get("cascade"))
         else:
             body = _run_builtin(cfg["program"])
-    except ProtocolError as exc:
-        body = {"status": "invalid", "error": f"evaluator result rejected: {exc}"}
-    except MemoryError:
-        body = {"status": "memory", "error": "MemoryError (memory limit reached)"}
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
-        import traceback
-
-        tb = traceback.format_exc()[-MAX_ARTIFACT_CHARS:]
-        body = {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"),
-                "artifacts": {"traceback": tb}}
-    if os.getpid() != me:  # a forked copy of the runner (the candidate forked): no record
-        os._exit(1)
-    body["nonce"] = nonce
+        body = _failure(exc, candidate)
+    candidate.close()
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
+    stdout, cut = drain.finish()
+    body["nonce"] = nonce
+    body["stdout"] = stdout
+    body["stdout_truncated"] = cut
     try:
         import resource
 
@@ -337,13 +411,10 @@ def main(argv: list) -> None:
     except BaseException as exc:  # noqa: BLE001
         data = to_json({"nonce": nonce, "status": "error",
                         "error": f"result not serialisable: {_one_line(exc)}"}).encode()
-    os.write(fd, data)
-    os.close(fd)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(channel, view):]
+    os._exit(0)
 
 
 if __name__ == "__main__":

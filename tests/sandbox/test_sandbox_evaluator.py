@@ -212,9 +212,9 @@ def test_staging_of_a_killed_controller_is_removed_later():
     import subprocess
     import sys
 
-    from qdevolve.sandbox._common import Staging
+    from qdevolve.sandbox._staging import Staging
 
-    code = ("import os\nfrom qdevolve.sandbox._common import Staging\ns = Staging(prefix='qdevolve-local-')\n"
+    code = ("import os\nfrom qdevolve.sandbox._staging import Staging\ns = Staging(prefix='qdevolve-local-')\n"
             "print(s.root, flush=True)\nos.kill(os.getpid(), 9)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     stale = Path(r.stdout.strip())
