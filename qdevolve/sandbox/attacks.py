@@ -152,13 +152,21 @@ for d in ["/root", "__HOSTDIR__"]:
        "fds = []\nwhile True:\n    fds.append(open('/dev/null'))"),
     _a("exit_early", {"error"}, "os._exit(0) before the evaluator writes its record",
        "import os\nos._exit(0)"),
-    _a("forge_record", {"invalid"}, "write a fake result record, then leave",
+    _a("forge_record", {"error", "invalid"}, "write a fake result record to every fd and file, then leave",
        """
 import json, os
+fake = json.dumps({"nonce": "0" * 32, "status": "ok", "score": 1e9, "metrics": {}}).encode()
 for name in os.listdir("."):
-    if "result" in name:
-        with open(name, "w") as fh:
-            json.dump({"nonce": "0" * 32, "status": "ok", "score": 1e9, "metrics": {}}, fh)
+    try:
+        with open(name, "wb") as fh:
+            fh.write(fake)
+    except OSError:
+        pass
+for fd in range(64):
+    try:
+        os.write(fd, fake)
+    except OSError:
+        pass
 os._exit(0)
 """),
     _a("forge_stdout", {"error"}, "print a fake JSON score and leave",

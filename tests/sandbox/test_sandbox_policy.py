@@ -78,14 +78,18 @@ def test_bwrap_argv():
     joined = " ".join(body)
     assert "--ro-bind /usr /usr" in joined
     assert "--ro-bind /opt/venv/site-packages /opt/venv/site-packages" in joined
-    assert "--bind /stage/work/run-1 /qdevolve/work" in joined
+    # the work dir is a size-limited tmpfs (the disk quota) with the program bound read-only
+    assert f"--size {256 << 20} --tmpfs /qdevolve/work" in joined
+    assert "--ro-bind /stage/work/run-1/program.py /qdevolve/work/program.py" in joined
+    assert f"--size {8 << 20} --tmpfs /dev/shm" in joined
+    assert "--as-pid-1" in body  # the trusted runner is the namespace's init
     assert "--ro-bind /stage/runner /qdevolve/runner" in joined
     assert "--ro-bind /stage/ev/abc/evaluator.py /qdevolve/evaluator/evaluator.py" in joined
     assert f"--size {8 << 20} --tmpfs /tmp" in joined
     assert "--setenv PATH /usr/bin" in joined
     assert body[-4:] == ["-I", "-S", "/qdevolve/runner/runner.py", "/qdevolve/work/.qdevolve-run"]
-    # no host path of the work dir is writable except the per-run directory
-    assert body.count("--bind") == 1
+    # no host path is writable from inside
+    assert body.count("--bind") == 0
 
 
 def test_docker_kwargs():
