@@ -122,7 +122,7 @@ def test_program_forging_through_the_evaluator_process_is_rejected(process_box, 
                "os._exit(0)\n")
     r = run(process_box, tmp_path, "def evaluate(path):\n    load(path)\n    return {'combined_score': 0.1}\n",
             program=program)
-    assert r.status == "error" and "candidate process exited" in r.error and r.score is None
+    assert r.status == "error" and "CandidateDied" in r.error and r.score is None
 
 
 CASCADE = """
