@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdevolve.sandbox._proc import sandbox_processes
+from qdevolve.sandbox.forgeries import FORGERIES, HONEST_EVALUATOR, HONEST_SCORE, forgery_code
 from qdevolve.sandbox.limits import SandboxLimits
 from qdevolve.types import EvalResult, Program
 
@@ -47,6 +48,11 @@ class Attack:
     doc: str
     max_output: bool = False  # the artifacts must show truncation
     host_paths: tuple[str, ...] = ()  # host paths (placeholders allowed) that must not exist
+    honest: float | None = None  # forging: run against the honest evaluator; the score it must get
+
+    @property
+    def category(self) -> str:
+        return "containment" if self.honest is None else "forging"
 
 
 def _a(name: str, expected: Iterable[str], doc: str, code: str, **kw) -> Attack:
@@ -209,6 +215,14 @@ print("ptrace", libc.ptrace(16, 1, None, None), ctypes.get_errno())
 )
 
 
+_FAILED = frozenset({"error", "timeout", "memory", "killed", "invalid"})
+#: Containment attacks (built-in evaluator) then forgeries (against the honest evaluator).
+ATTACKS = ATTACKS + tuple(
+    Attack(name, forgery_code(name), _FAILED | {"ok"}, doc, honest=HONEST_SCORE)
+    for name, (doc, _code) in FORGERIES.items()
+)
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "<missing>"
 
@@ -229,6 +243,8 @@ class HostCanaries:
         conn.close()
         self.evaluator = self.dir / "evaluator.py"
         self.evaluator.write_text("def evaluate(program_path):\n    return {'combined_score': 1.0}\n")
+        self.honest_evaluator = self.dir / "honest_evaluator.py"
+        self.honest_evaluator.write_text(HONEST_EVALUATOR)
         self.received: list[bytes] = []
         self._srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._srv.bind(("127.0.0.1", 0))
@@ -256,7 +272,8 @@ class HostCanaries:
                     self.received.append(b"<connection>")
 
     def sums(self) -> dict[str, str]:
-        return {"db": _sha(self.db), "evaluator": _sha(self.evaluator), "canary": _sha(self.canary_file)}
+        return {"db": _sha(self.db), "evaluator": _sha(self.evaluator), "canary": _sha(self.canary_file),
+                "honest_evaluator": _sha(self.honest_evaluator)}
 
     def render(self, code: str) -> str:
         return (code.replace("__PORT__", str(self.port)).replace("__CANARY_FILE__", str(self.canary_file))
@@ -313,13 +330,19 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
     failures: list[str] = []
     t0 = time.monotonic()
     try:
-        result = box.evaluate(Program(code=host.render(attack.code)), None, limits)
+        evaluator = None if attack.honest is None else host.honest_evaluator
+        result = box.evaluate(Program(code=host.render(attack.code)), evaluator, limits)
     except Exception as exc:  # noqa: BLE001 - a raise IS the failure being checked
         return CheckRow(attack.name, "|".join(sorted(attack.expected)), "raised",
                         time.monotonic() - t0, [f"evaluate raised {type(exc).__name__}: {exc}"])
     seconds = time.monotonic() - t0
     if result.status not in attack.expected:
         failures.append(f"status {result.status} ({result.error}) not in {sorted(attack.expected)}")
+    if attack.honest is not None:
+        if result.status == "ok" and result.score != attack.honest:
+            failures.append(f"FORGED: stored score {result.score!r}, honest score {attack.honest!r}")
+        elif result.status != "ok" and result.score is not None:
+            failures.append(f"a failed status ({result.status}) carries a score {result.score!r}")
     if seconds > limits.wall_s + 5.0:
         failures.append(f"took {seconds:.1f} s, wall limit {limits.wall_s} s")
     blob = _blob(result)
