@@ -51,6 +51,7 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
           image: str | None, as_json: bool) -> None:
     """Evaluate PROGRAM in a sandbox and print the EvalResult."""
     from qdevolve.sandbox import SandboxLimits, check_evaluator
+    from qdevolve.textsafe import terminal_safe, terminal_safe_line
     from qdevolve.types import Program
 
     if not program.is_file():
@@ -71,18 +72,18 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
         box.close()
     if as_json:
         click.echo(json.dumps({"backend": name, **result.to_dict()}, indent=2))
-    else:
+    else:  # everything below may come from the candidate: shown with its controls escaped
         click.echo(f"backend:  {name}")
         click.echo(f"status:   {result.status}")
         click.echo(f"score:    {result.score}")
         if result.error:
-            click.echo(f"error:    {result.error}")
+            click.echo(f"error:    {terminal_safe_line(result.error)}")
         click.echo(f"runtime:  {result.runtime_s:.3f} s")
         for k, v in sorted(result.metrics.items()):
-            click.echo(f"metric    {k} = {v}")
+            click.echo(f"metric    {terminal_safe_line(k)} = {v}")
         for k, v in sorted(result.artifacts.items()):
             tail = v if len(v) <= 2000 else "..." + v[-2000:]
-            click.echo(f"--- {k} ---\n{tail.rstrip()}")
+            click.echo(f"--- {terminal_safe_line(k)} ---\n{terminal_safe(tail.rstrip())}")
     sys.exit(0 if result.ok else 1)
 
 
@@ -110,7 +111,7 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
         if not as_json:
             mark = "PASS" if row.passed else "FAIL"
             click.echo(f"{row.attack:<22} {row.expected:<22} {row.got:<8} {row.seconds:6.2f}  {mark}"
-                       + ("" if row.passed else "  " + "; ".join(row.failures)))
+                       + ("" if row.passed else "  " + terminal_safe_line("; ".join(row.failures))))
 
     if not as_json:
         click.echo(f"backend: {name}")

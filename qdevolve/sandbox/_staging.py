@@ -209,6 +209,9 @@ class Staging:
             "rlimits": render_rlimits(limits),
             "cpu_s": float(limits.cpu_s),
             "call_s": float(limits.call_s or limits.wall_s),
+            # the runner stops the candidate a little before the controller's wall clock, so
+            # a run that hits it still leaves a record (with the output tail)
+            "run_s": float(limits.wall_s - min(1.0, 0.25 * limits.wall_s)),
             "output_bytes": int(limits.output_bytes),
             "sys_path": sys_path,
             "reap_keep": reap_keep,

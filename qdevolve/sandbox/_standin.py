@@ -62,9 +62,11 @@ def _local_exception(err: _wire.RemoteError) -> BaseException:
 class Candidate:
     """One candidate process (started on first use) and the fate it met."""
 
-    def __init__(self, python: str, script: str, sys_path: list, call_s: float, cpu_s: float) -> None:
+    def __init__(self, python: str, script: str, sys_path: list, call_s: float, cpu_s: float,
+                 run_s: float = 1e9) -> None:
         self.python, self.script, self.sys_path = python, script, sys_path
         self.call_s, self.cpu_s = call_s, cpu_s
+        self.run_end = time.monotonic() + run_s  # no call outlives the run
         self.pid: int | None = None
         self.endpoint: _wire.Endpoint | None = None
         self.fate: tuple | None = None  # (status, reason) once it died abnormally
@@ -95,13 +97,14 @@ class Candidate:
         """A request with the per-call deadline; failures kill the candidate."""
         endpoint = self.start()
         outer = endpoint.deadline
-        endpoint.deadline = time.monotonic() + self.call_s
+        endpoint.deadline = min(time.monotonic() + self.call_s, self.run_end)
         try:
             return endpoint.request(*msg)
         except _wire.RemoteError as err:
             raise _local_exception(err) from None
         except _wire.Timeout:
-            self.kill(("timeout", f"a call into the candidate took longer than {self.call_s:g} s"))
+            self.kill(("timeout", "a call into the candidate ran into the time limit "
+                                  f"(per call {self.call_s:g} s, the run's wall clock)"))
             raise CandidateTimeout(self.fate[1]) from None
         except (_wire.WireError, OSError) as exc:
             why = None if isinstance(exc, _wire.Closed) else f"the candidate broke the channel protocol ({exc})"

@@ -323,6 +323,12 @@ def _blob(result: EvalResult) -> str:
     return "\n".join([result.error or "", *result.artifacts.keys(), *result.artifacts.values()])
 
 
+def _expected(attack: Attack) -> str:
+    if attack.honest is not None:
+        return f"score {attack.honest:g}|failed"
+    return "|".join(sorted(attack.expected))
+
+
 def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits | None = None, *,
                  leftovers: Callable[[], list[str]] | None = None) -> CheckRow:
     """Run ``attack`` in ``box`` and check every host-side assertion; never raises."""
@@ -333,7 +339,7 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
         evaluator = None if attack.honest is None else host.honest_evaluator
         result = box.evaluate(Program(code=host.render(attack.code)), evaluator, limits)
     except Exception as exc:  # noqa: BLE001 - a raise IS the failure being checked
-        return CheckRow(attack.name, "|".join(sorted(attack.expected)), "raised",
+        return CheckRow(attack.name, _expected(attack), "raised",
                         time.monotonic() - t0, [f"evaluate raised {type(exc).__name__}: {exc}"])
     seconds = time.monotonic() - t0
     if result.status not in attack.expected:
@@ -368,7 +374,7 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
         left = leftovers()
         if left:
             failures.append("left behind: " + ", ".join(left[:5]))
-    return CheckRow(attack.name, "|".join(sorted(attack.expected)), result.status, seconds, failures, result)
+    return CheckRow(attack.name, _expected(attack), result.status, seconds, failures, result)
 
 
 def backend_leftovers(box) -> Callable[[], list[str]]:

@@ -385,7 +385,7 @@ def main(argv: list) -> None:
 
     candidate = _standin.CANDIDATE = _standin.Candidate(
         sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
-        float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9))
+        float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9))
     try:
         _standin.install(cfg["program"])
         if cfg.get("evaluator"):
