@@ -309,7 +309,8 @@ def install(program: str) -> None:
             frame_globals = sys._getframe(1).f_globals if globals_ is None else globals_
             return original_exec(obj, frame_globals, locals_, *args, **kwargs)
         target = globals_ if globals_ is not None else sys._getframe(1).f_globals
-        name = target.get("__name__", "__main__") if isinstance(target, dict) else "__main__"
+        # like exec: code run in globals without __name__ sees the builtins module's name
+        name = target.get("__name__", "builtins") if isinstance(target, dict) else "builtins"
         remote = load(str(name), real, str(name))
         names = remote.__getattr__("__dict__")
         (locals_ if locals_ is not None else target).update(

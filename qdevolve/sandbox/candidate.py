@@ -44,9 +44,9 @@ def _load(name: str, path: str, run_name: str) -> types.ModuleType:
     module = types.ModuleType(run_name)
     module.__file__ = path
     module.__builtins__ = __builtins__
-    sys.modules[run_name] = module
-    if name and name != run_name:
-        sys.modules[name] = module
+    for key in {run_name, name} - {None, ""}:
+        if key == "__main__" or key not in sys.modules:  # never shadow a real module
+            sys.modules[key] = module
     sys.argv = [path]
     try:
         exec(code, module.__dict__)
