@@ -101,6 +101,10 @@ class ProcessSandbox:
     def _inner(self) -> str | None:
         return None
 
+    def _view(self, uid: int | None, evaluator: Path | None) -> dict | None:
+        """What the runner hides and keeps of the host before it drops root (``local``)."""
+        return None
+
     def _evaluator_inner(self, evaluator: Path | None) -> str | None:
         return None if evaluator is None else str(evaluator)
 
@@ -140,7 +144,7 @@ class ProcessSandbox:
                 program, uid=uid, gid=uid, inner_dir=self._inner(), limits=limits,
                 evaluator=self._evaluator_inner(ev),
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path,
+                sys_path=self.sys_path, view=self._view(uid, ev),
             )
             env = self._env(render_env(limits, sys_path=self.sys_path), run.path)
             argv = self._argv(run.path, uid, limits, env, ev)

@@ -36,7 +36,7 @@ __all__ = ["Staging", "RunDir", "remove_tree", "remove_stale_staging", "sandbox_
 
 _HERE = Path(_runner_mod.__file__).parent
 #: The trusted files staged for the sandbox (stdlib only; imported there as top-level modules).
-RUNNER_FILES = ("runner.py", "_wire.py", "_standin.py", "candidate.py")
+RUNNER_FILES = ("runner.py", "_wire.py", "_standin.py", "candidate.py", "_mountview.py")
 _LANG_EXT = {"python": ".py"}
 
 
@@ -190,7 +190,7 @@ class Staging:
     def new_run(self, program: Program, *, uid: int | None, gid: int | None, inner_dir: str | None,
                 limits: SandboxLimits, evaluator: str | None, cascade: list[float] | None,
                 sys_path: list[str], reap_keep: list[int] | None = None,
-                parent: Path | None = None) -> RunDir:
+                parent: Path | None = None, view: dict | None = None) -> RunDir:
         """Create the work dir with the program and the run file (nonce inside, 0600).
 
         ``inner_dir`` is where the sandbox sees the work dir (``None``: the host path; a
@@ -216,6 +216,9 @@ class Staging:
             "sys_path": sys_path,
             "reap_keep": reap_keep,
         }
+        if view is not None:  # local: the runner builds its view of the host, then drops root
+            cfg.update(view=view, tmp_mb=int(limits.tmpfs_mb), work_mb=int(limits.work_mb),
+                       drop_uid=uid, drop_gid=gid if gid is not None else uid)
         run_file = path / _runner_mod.RUN_FILE
         fd = os.open(run_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:

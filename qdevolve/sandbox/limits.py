@@ -19,7 +19,6 @@ __all__ = [
     "render_env",
     "render_rlimits",
     "render_local_argv",
-    "LocalView",
     "LOCAL_HIDDEN",
     "render_bwrap_argv",
     "render_docker_kwargs",
@@ -159,94 +158,32 @@ def render_rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
 
 
 #: Directories the ``local`` backend covers with an empty tmpfs in its mount namespace (host
-#: UNIX sockets live under /run, other users' and runs' files under the rest).
+#: UNIX sockets live under /run, other users' and runs' files under the rest); the project
+#: directory (the controller's working directory) is added at run time.
 LOCAL_HIDDEN = ("/tmp", "/var/tmp", "/run", "/home", "/root", "/mnt", "/media", "/srv", "/opt")
-
-# Runs as (namespace) root inside the new mount namespace, before the uid drop. Arguments:
-# tmpfs MiB, work MiB, owner uid, run dir, then "keep" paths (bound back read-only), "--",
-# directories to hide, "--", the command. Kept paths are opened before anything is hidden
-# and bound back from /proc/self/fd, so a hidden parent does not hide them.
-_LOCAL_VIEW = r"""
-set -e
-tmp=$1 work=$2 uid=$3 run=$4; shift 4
-exec 3<"$run"
-n=4; keep=""
-nl='
-'
-while [ "$1" != "--" ]; do
-  if [ -d "$1" ]; then t=d; else t=f; fi
-  eval "exec $n<\"\$1\""; keep="$keep$n:$t:$1$nl"; n=$((n+1)); shift
-done; shift
-while [ "$1" != "--" ]; do
-  if [ -d "$1" ] && [ ! -L "$1" ]; then mount -t tmpfs -o "size=${tmp}m,nosuid,nodev,mode=1777" qdevolve "$1"; fi
-  shift
-done; shift
-mount -t tmpfs -o "size=${tmp}m,nosuid,nodev,mode=1777" qdevolve /dev/shm
-IFS=$nl
-for item in $keep; do
-  fd=${item%%:*}; rest=${item#*:}; t=${rest%%:*}; path=${rest#*:}
-  if [ "$t" = d ]; then mkdir -p "$path"; else mkdir -p "${path%/*}"; [ -e "$path" ] || : > "$path"; fi
-  mount --no-canonicalize --bind "/proc/self/fd/$fd" "$path"; mount -o remount,bind,ro "$path"
-  eval "exec $fd<&-"
-done
-unset IFS
-mkdir -p "$run"
-mount -t tmpfs -o "size=${work}m,nosuid,nodev,mode=0700,uid=$uid,gid=$uid" qdevolve "$run"
-cp -R /proc/self/fd/3/. "$run"/
-chown -R "$uid:$uid" "$run" 2>/dev/null || true
-exec 3<&-
-exec "$@"
-"""
-
-
-def _shell() -> str:
-    """bash when present (any descriptor number), else sh (descriptors 4..9: six kept paths)."""
-    return "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-
-
-@dataclass(frozen=True)
-class LocalView:
-    """What the ``local`` sandbox sees of the host (as root or in a user namespace).
-
-    Attributes:
-        run_dir: The run's work directory; inside, a tmpfs of ``work_mb`` with a copy of it.
-        keep: Paths bound back read-only over the hidden directories (the runner, the
-            evaluator copy, the interpreter, site-packages).
-        hide: Directories covered with an empty tmpfs (:data:`LOCAL_HIDDEN`, the project).
-        owner: uid owning the work tmpfs (the sandbox uid; 0 in a user namespace).
-    """
-
-    run_dir: str
-    keep: tuple[str, ...]
-    hide: tuple[str, ...]
-    owner: int
 
 
 def render_local_argv(
-    python: str, runner: str, run_file: str, *, as_root: bool, uid: int, gid: int,
-    limits: SandboxLimits, userns: bool = False, view: LocalView | None = None,
+    python: str, runner: str, run_file: str, *, as_root: bool, limits: SandboxLimits,
+    userns: bool = False,
 ) -> list[str]:
     """argv of the ``local`` backend.
 
     As root: ``unshare`` new pid/mount (fresh ``/proc``)/ipc/uts (and net unless
-    ``limits.network``) namespaces with ``--kill-child``, then ``setpriv`` to ``uid:gid``. As
-    a normal user with working user namespaces (``userns``) the same namespaces are made
-    under ``unshare --map-root-user``; otherwise the bare interpreter.
+    ``limits.network``) namespaces with ``--kill-child``; the runner, pid 1 there, builds
+    its view of the host with ``mount(2)`` (``_mountview.py``) and then drops to the
+    sandbox uid itself (the run file names it). As a normal user with working user
+    namespaces (``userns``) the same namespaces are made under ``unshare --map-root-user``;
+    otherwise the bare interpreter.
     """
     py = [python, "-I", "-S", runner, run_file]
     ns = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if not limits.network:
         ns.append("--net")
-    setup: list[str] = []
-    if view is not None and (as_root or userns):
-        setup = [_shell(), "-c", _LOCAL_VIEW, "qdevolve-local-view", str(int(limits.tmpfs_mb)),
-                 str(int(limits.work_mb)), str(view.owner), view.run_dir, *view.keep, "--",
-                 *view.hide, "--"]
     if as_root:
-        return ["unshare", *ns, "--", *setup, "setpriv", f"--reuid={uid}", f"--regid={gid}",
-                "--clear-groups", "--inh-caps=-all", "--", *py]
+        return ["unshare", *ns, "--", *py]
     if userns:
-        return ["unshare", "--map-root-user", *ns, "--", *setup, *py]
+        return ["unshare", "--map-root-user", *ns, "--", *py]
     return py
 
 

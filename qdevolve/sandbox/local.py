@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from qdevolve import registry
 from qdevolve.sandbox._process import ProcessSandbox
 from qdevolve.sandbox.bwrap import library_paths
-from qdevolve.sandbox.limits import LOCAL_HIDDEN, LocalView, SandboxLimits, render_local_argv
+from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, render_local_argv
 
 __all__ = ["LocalSandbox", "ProcessSandbox", "userns_available"]
 
@@ -68,23 +68,24 @@ class LocalSandbox(ProcessSandbox):
             log.warning("local sandbox: no namespaces available; processes that call setsid() "
                         "can outlive an evaluation. Use bwrap or docker for untrusted code.")
 
-    def _view(self, run_dir, uid, evaluator) -> LocalView:
+    def _view(self, uid, evaluator):
         """Hide the host's temp dirs, /run (UNIX sockets), homes and the project (other runs'
-        databases); bind back the runner, the evaluator copy, the interpreter and libraries."""
+        databases); keep the runner, the evaluator copy, the interpreter and libraries."""
+        if not (self.as_root or self.userns):
+            return None
         keep = [str(self.staging.runner_dir), *self._libs]
         if evaluator is not None:
             keep.append(str(evaluator))
         hide = [*LOCAL_HIDDEN, os.path.realpath(os.getcwd()), os.path.realpath(tempfile.gettempdir())]
-        hide = [h for h in dict.fromkeys(hide) if h not in ("/", "/usr") and not h.startswith(("/usr/", "/proc", "/dev", "/sys"))]
-        return LocalView(run_dir=str(run_dir), keep=tuple(keep), hide=tuple(hide),
-                         owner=uid if self.as_root and uid is not None else 0)
+        hide = [h for h in dict.fromkeys(hide)
+                if h not in ("/", "/usr") and not h.startswith(("/usr/", "/proc", "/dev", "/sys"))]
+        return {"keep": keep, "hide": hide, "owner": uid if self.as_root and uid is not None else 0}
 
     def _argv(self, run_dir, uid, limits, env, evaluator):
         from qdevolve.sandbox.runner import RUN_FILE
 
         return render_local_argv(self.python, str(self.staging.runner), str(run_dir / RUN_FILE),
-                                 as_root=self.as_root, uid=uid or 0, gid=uid or 0, limits=limits,
-                                 userns=self.userns, view=self._view(run_dir, uid, evaluator))
+                                 as_root=self.as_root, limits=limits, userns=self.userns)
 
     def _shell_style(self) -> bool:
         return self.as_root or self.userns

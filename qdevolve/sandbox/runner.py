@@ -369,16 +369,23 @@ def main(argv: list) -> None:
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
         _wipe("/tmp")
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)  # -I leaves the script's directory out
+    workdir = os.path.dirname(os.path.abspath(run_path))
+    if cfg.get("view") is not None:  # local: hide the host, private tmpfs, then drop root
+        import _mountview
+
+        _mountview.build(cfg["view"], workdir, int(cfg["tmp_mb"]), int(cfg["work_mb"]))
+        if cfg.get("drop_uid") is not None:
+            _mountview.drop(int(cfg["drop_uid"]), int(cfg["drop_gid"]))
+        _nondumpable()  # a credential change resets the flag to the system's default
     _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
     nonce = cfg.pop("nonce")
     channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
     drain = _Drain(int(cfg.get("output_bytes", 1 << 20)))
-    workdir = os.path.dirname(os.path.abspath(run_path))
     for p in cfg.get("sys_path", []):
         sys.path.append(p)
     os.chdir(workdir)
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)  # -I leaves the script's directory out
     import _standin
 
     sys.path.remove(here)
