@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from qdevolve.errors import ConfigError, EvaluationSetupError
+from qdevolve.textsafe import terminal_safe, terminal_safe_line
 
 __all__ = ["sandbox"]
 
@@ -51,7 +52,6 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
           image: str | None, as_json: bool) -> None:
     """Evaluate PROGRAM in a sandbox and print the EvalResult."""
     from qdevolve.sandbox import SandboxLimits, check_evaluator
-    from qdevolve.textsafe import terminal_safe, terminal_safe_line
     from qdevolve.types import Program
 
     if not program.is_file():
