@@ -190,7 +190,8 @@ class Staging:
     def new_run(self, program: Program, *, uid: int | None, gid: int | None, inner_dir: str | None,
                 limits: SandboxLimits, evaluator: str | None, cascade: list[float] | None,
                 sys_path: list[str], reap_keep: list[int] | None = None,
-                parent: Path | None = None, view: dict | None = None) -> RunDir:
+                parent: Path | None = None, view: dict | None = None,
+                work_dir: str | None = None) -> RunDir:
         """Create the work dir with the program and the run file (nonce inside, 0600).
 
         ``inner_dir`` is where the sandbox sees the work dir (``None``: the host path; a
@@ -216,6 +217,8 @@ class Staging:
             "sys_path": sys_path,
             "reap_keep": reap_keep,
         }
+        if work_dir is not None:  # docker: the runner copies the program into this tmpfs
+            cfg["work_dir"] = work_dir
         if view is not None:  # local: the runner builds its view of the host, then drops root
             cfg.update(view=view, tmp_mb=int(limits.tmpfs_mb), work_mb=int(limits.work_mb),
                        drop_uid=uid, drop_gid=gid if gid is not None else uid)

@@ -186,14 +186,14 @@ class DockerSandbox:
         mounts = {
             str(self.staging.runner_dir): (f"{SANDBOX_ROOT}/runner", "ro"),
             str(self.staging.eval_dir): (f"{SANDBOX_ROOT}/evaluators", "ro"),
-            str(slot): (f"{SANDBOX_ROOT}/work", "rw"),
+            str(slot): (f"{SANDBOX_ROOT}/in", "ro"),
         }
         for p in self.sys_path:
             mounts[p] = (p, "ro")
         kwargs = render_docker_kwargs(
             limits, image=self.image, user=self.idle_user, env=render_env(limits), mounts=mounts,
             name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
-            command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime,
+            command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime, work_owner=self.uid,
         )
         kwargs["labels"]["qdevolve.owner"] = str(os.getpid())
         container = self.client.containers.create(**kwargs)
@@ -259,17 +259,17 @@ class DockerSandbox:
         run = None
         try:
             run = self.staging.new_run(
-                program, uid=self.uid, gid=self.gid, inner_dir=f"{SANDBOX_ROOT}/work/{{name}}",
+                program, uid=self.uid, gid=self.gid, inner_dir=f"{SANDBOX_ROOT}/in/{{name}}",
                 limits=limits,
                 evaluator=None if ev is None else f"{SANDBOX_ROOT}/evaluators/{ev.parent.name}/{ev.name}",
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path, reap_keep=[], parent=box.slot,
+                sys_path=self.sys_path, reap_keep=[], parent=box.slot, work_dir=f"{SANDBOX_ROOT}/work",
             )
-            inner = f"{SANDBOX_ROOT}/work/{run.path.name}"
+            inner = f"{SANDBOX_ROOT}/in/{run.path.name}"
             ooms0, cpu0 = box.ooms(), box.cpu_s()
             code, timed_out, out, err, truncated = self._exec(
                 box, [self.python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py", f"{inner}/{RUN_FILE}"],
-                inner, limits)
+                f"{SANDBOX_ROOT}/work", limits)
             oom = box.ooms() > ooms0
             cpu1 = box.cpu_s()
             record, why = parse_record(out, run.nonce, clean_exit=code == 0 and not timed_out)

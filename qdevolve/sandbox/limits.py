@@ -246,7 +246,7 @@ def render_bwrap_argv(
 def render_docker_kwargs(
     limits: SandboxLimits, *, image: str, user: str, env: dict[str, str],
     mounts: dict[str, tuple[str, str]], name: str | None = None, command: list[str] | None = None,
-    runtime: str | None = None,
+    runtime: str | None = None, work_owner: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of ``docker.containers.create`` (docker SDK 7).
 
@@ -272,7 +272,10 @@ def render_docker_kwargs(
         "nano_cpus": 1_000_000_000,
         "read_only": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m",
-                  "/dev/shm": f"rw,nosuid,nodev,noexec,size={int(limits.tmpfs_mb)}m"},
+                  "/dev/shm": f"rw,nosuid,nodev,noexec,size={int(limits.tmpfs_mb)}m",
+                  # the work dir: a size-limited tmpfs (the disk quota); the program arrives
+                  # read-only under /qdevolve/in and the runner copies it here
+                  f"{SANDBOX_ROOT}/work": f"rw,nosuid,nodev,size={int(limits.work_mb)}m,uid={work_owner if work_owner is not None else uid},mode=0700"},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "init": True,
@@ -284,7 +287,7 @@ def render_docker_kwargs(
             {"name": "core", "soft": 0, "hard": 0},
         ],
         "volumes": {host: {"bind": target, "mode": mode} for host, (target, mode) in mounts.items()},
-        "working_dir": f"{SANDBOX_ROOT}/work",
+        "working_dir": "/",
         "labels": {"qdevolve.sandbox": "1"},
         "detach": True,
         "stdin_open": False,

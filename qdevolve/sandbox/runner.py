@@ -369,6 +369,8 @@ def main(argv: list) -> None:
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
         _wipe("/tmp")
+        if cfg.get("work_dir"):
+            _wipe(cfg["work_dir"])
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)  # -I leaves the script's directory out
     workdir = os.path.dirname(os.path.abspath(run_path))
@@ -379,6 +381,13 @@ def main(argv: list) -> None:
         if cfg.get("drop_uid") is not None:
             _mountview.drop(int(cfg["drop_uid"]), int(cfg["drop_gid"]))
         _nondumpable()  # a credential change resets the flag to the system's default
+    if cfg.get("work_dir"):  # docker: the program arrives read-only; work in the quota'd tmpfs
+        with open(cfg["program"], "rb") as fh:
+            source = fh.read()
+        workdir = cfg["work_dir"]
+        cfg["program"] = os.path.join(workdir, os.path.basename(cfg["program"]))
+        with open(cfg["program"], "wb") as fh:
+            fh.write(source)
     _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
     nonce = cfg.pop("nonce")
     channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
