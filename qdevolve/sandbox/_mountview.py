@@ -39,7 +39,7 @@ def _tmpfs(target: str, size_mb: int, mode: str = "1777", extra: str = "") -> No
 
 
 def build(view: dict, run_dir: str, tmp_mb: int, work_mb: int) -> None:
-    """Build the view described by ``view`` (``keep``, ``hide``, ``owner``); see the module doc."""
+    """Build the view described by ``view`` (``keep``, ``hide``); see the module doc."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     kept = []
     for path in view["keep"]:
@@ -65,14 +65,15 @@ def build(view: dict, run_dir: str, tmp_mb: int, work_mb: int) -> None:
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
-    owner = int(view["owner"])
     os.makedirs(run_dir, exist_ok=True)
-    _tmpfs(run_dir, work_mb, "0700", f",uid={owner},gid={owner}")
+    # root's and sticky, like /tmp: the candidate can add files but cannot rewrite, rename
+    # or remove the program the evaluator reads
+    _tmpfs(run_dir, work_mb, "1777")
     for name, data in files.items():
         path = os.path.join(run_dir, name)
         with open(path, "wb") as fh:
             fh.write(data)
-        os.chown(path, owner, owner)
+        os.chmod(path, 0o444)
 
 
 def drop(uid: int, gid: int) -> None:

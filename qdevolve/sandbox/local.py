@@ -79,7 +79,7 @@ class LocalSandbox(ProcessSandbox):
         hide = [*LOCAL_HIDDEN, os.path.realpath(os.getcwd()), os.path.realpath(tempfile.gettempdir())]
         hide = [h for h in dict.fromkeys(hide)
                 if h not in ("/", "/usr") and not h.startswith(("/usr/", "/proc", "/dev", "/sys"))]
-        return {"keep": keep, "hide": hide, "owner": uid if self.as_root and uid is not None else 0}
+        return {"keep": keep, "hide": hide}
 
     def _argv(self, run_dir, uid, limits, env, evaluator):
         from qdevolve.sandbox.runner import RUN_FILE

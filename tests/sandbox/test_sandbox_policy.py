@@ -72,11 +72,11 @@ def test_local_argv_as_root_unshares_and_drops_uid(tmp_path):
     try:
         run = staging.new_run(Program(code="x = 1"), uid=None, gid=None, inner_dir=None,
                               limits=SandboxLimits(work_mb=32), evaluator=None, cascade=None,
-                              sys_path=[], view={"keep": ["/k"], "hide": ["/tmp"], "owner": 62000})
+                              sys_path=[], view={"keep": ["/k"], "hide": ["/tmp"]})
         cfg = marshal.loads((run.path / ".qdevolve-run").read_bytes())
     finally:
         staging.close()
-    assert cfg["view"] == {"keep": ["/k"], "hide": ["/tmp"], "owner": 62000}
+    assert cfg["view"] == {"keep": ["/k"], "hide": ["/tmp"]}
     assert cfg["work_mb"] == 32 and "drop_uid" in cfg
 
 
