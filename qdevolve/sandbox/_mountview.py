@@ -38,8 +38,9 @@ def _tmpfs(target: str, size_mb: int, mode: str = "1777", extra: str = "") -> No
     _mount("qdevolve", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size_mb)}m,mode={mode}{extra}")
 
 
-def build(view: dict, run_dir: str, tmp_mb: int, work_mb: int) -> None:
-    """Build the view described by ``view`` (``keep``, ``hide``); see the module doc."""
+def build_view(view: dict, tmp_mb: int) -> None:
+    """Hide ``view["hide"]`` under empty tmpfs, a private ``/dev/shm``, ``view["keep"]``
+    bound back read-only."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     kept = []
     for path in view["keep"]:
@@ -47,10 +48,6 @@ def build(view: dict, run_dir: str, tmp_mb: int, work_mb: int) -> None:
             kept.append((os.open(path, os.O_PATH), path, os.path.isdir(path)))
         except OSError:
             continue
-    files = {}
-    for name in os.listdir(run_dir):
-        with open(os.path.join(run_dir, name), "rb") as fh:
-            files[name] = fh.read()
     for path in view["hide"]:
         if os.path.isdir(path) and not os.path.islink(path):
             _tmpfs(path, tmp_mb)
@@ -65,6 +62,16 @@ def build(view: dict, run_dir: str, tmp_mb: int, work_mb: int) -> None:
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
+
+
+def build(view: dict, run_dir: str, tmp_mb: int, work_mb: int) -> None:
+    """Build the view described by ``view`` (``keep``, ``hide``) and the work dir; see the
+    module doc."""
+    files = {}
+    for name in os.listdir(run_dir):
+        with open(os.path.join(run_dir, name), "rb") as fh:
+            files[name] = fh.read()
+    build_view(view, tmp_mb)
     os.makedirs(run_dir, exist_ok=True)
     # root's and sticky, like /tmp: the candidate can add files but cannot rewrite, rename
     # or remove the program the evaluator reads

@@ -398,10 +398,17 @@ def main(argv: list) -> None:
     import _standin
 
     sys.path.remove(here)
-
-    candidate = _standin.CANDIDATE = _standin.Candidate(
+    candidate = _standin.Candidate(
         sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
         float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9))
+    finish(cfg, nonce, channel, drain, candidate)
+
+
+def finish(cfg: dict, nonce: str, channel: int, drain: _Drain, candidate) -> None:
+    """Run the evaluation against ``candidate``, write the one record to ``channel``, exit."""
+    import _standin
+
+    _standin.CANDIDATE = candidate
     try:
         _standin.install(cfg["program"])
         if cfg.get("evaluator"):
