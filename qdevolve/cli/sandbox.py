@@ -22,10 +22,10 @@ def _make(backend: str, warm: bool, image: str | None):
 
     name = best_available() if backend == "auto" else backend
     spec: dict = {"type": name}
-    if name == "docker":
+    if name in ("docker", "local"):
         spec["warm"] = warm
-        if image:
-            spec["image"] = image
+    if name == "docker" and image:
+        spec["image"] = image
     return name, registry.sandbox.create(spec)
 
 
@@ -44,7 +44,8 @@ def sandbox() -> None:
 @click.option("--cpu-s", type=float, default=None, help="CPU-time limit in seconds (default 30).")
 @click.option("--memory-mb", type=int, default=None, help="Memory limit in MiB (default 1024).")
 @click.option("--cascade", default=None, help="Cascade thresholds, comma-separated (e.g. 0.5,0.8).")
-@click.option("--warm/--no-warm", default=False, help="docker: reuse a warm container.")
+@click.option("--warm/--no-warm", default=False,
+              help="docker: reuse a warm container; local: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--json", "as_json", is_flag=True, help="Print the EvalResult as JSON.")
 def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | None,
@@ -89,7 +90,8 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
 
 @sandbox.command("check")
 @click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True)
-@click.option("--warm/--no-warm", default=False, help="docker: reuse a warm container.")
+@click.option("--warm/--no-warm", default=False,
+              help="docker: reuse a warm container; local: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--only", default=None, help="Comma-separated attack names (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")

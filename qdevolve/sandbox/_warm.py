@@ -25,13 +25,14 @@ __all__ = ["Zygote"]
 class Zygote:
     """One warm template process (see the module doc)."""
 
-    def __init__(self, argv: list[str], view: dict, tmp_mb: int, *, start_s: float = 30.0) -> None:
+    def __init__(self, argv: list[str], view: dict, tmp_mb: int, env: dict[str, str], *,
+                 start_s: float = 30.0) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         full = [*argv, str(theirs.fileno()), marshal.dumps(view).hex(), str(int(tmp_mb))]
         self.proc = subprocess.Popen(full, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     start_new_session=True, close_fds=True)
+                                     start_new_session=True, close_fds=True, env=env)
         theirs.close()
         self.alive = True
         ready, _, _ = select.select([ours], [], [], start_s)

@@ -28,7 +28,7 @@ from qdevolve.sandbox._process import ProcessSandbox
 from qdevolve.sandbox.bwrap import library_paths
 from qdevolve.sandbox._warm import Zygote
 from qdevolve.sandbox.evaluator import build_result, parse_record
-from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, as_limits, render_local_argv, render_rlimits
+from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, as_limits, render_env, render_local_argv, render_rlimits
 from qdevolve.sandbox.runner import MAX_RECORD_BYTES
 from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult
@@ -111,7 +111,8 @@ class LocalSandbox(ProcessSandbox):
                                      as_root=self.as_root, limits=limits, userns=self.userns)[:-1]
             view = self._view(None, None)
             view["keep"].append(str(self.staging.eval_dir))
-            z = Zygote(argv, {**view, "sys_path": self.sys_path}, self.limits.tmpfs_mb)
+            z = Zygote(argv, {**view, "sys_path": self.sys_path}, self.limits.tmpfs_mb,
+                       render_env(limits, sys_path=self.sys_path))
             with self._zlock:
                 self._zygotes[key] = z
         return z
@@ -138,6 +139,7 @@ class LocalSandbox(ProcessSandbox):
                 "output_bytes": int(limits.output_bytes), "sys_path": self.sys_path, "uid": uid,
                 "tmp_mb": int(limits.tmpfs_mb), "work_mb": int(limits.work_mb),
                 "rebind": [str(self.staging.eval_dir)],
+                "env": render_env(limits, sys_path=self.sys_path),
             }
             cap = self._zygote(limits.network).run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
                                                    stdout_cap=MAX_RECORD_BYTES + 1)

@@ -86,6 +86,11 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
         _mountview.drop(job["uid"], job["uid"])
     runner._nondumpable()
     runner._set_rlimits({k: tuple(v) for k, v in job["rlimits"].items()})
+    os.environ.clear()
+    os.environ.update(job["env"])
+    for key in ("HOME", "TMPDIR"):  # as in a cold run: home and temp files in the work dir
+        if os.environ.get(key) == "/tmp":
+            os.environ[key] = WORK
     channel = os.dup(1)
     drain = runner._Drain(int(job["output_bytes"]))
     os.chdir(WORK)
