@@ -65,7 +65,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run_bounded(argv: list[str], *, env: dict[str, str], wall_s: float, cap: int,
                 cwd: str | None = None, pass_fds: tuple[int, ...] = (),
-                stdout_cap: int | None = None) -> Captured:
+                stdout_cap: int | None = None, stdin_data: bytes | None = None) -> Captured:
     """Run ``argv`` in a new session; keep the last ``cap`` bytes of stderr and the last
     ``stdout_cap`` (default ``cap``) bytes of stdout.
 
@@ -74,10 +74,19 @@ def run_bounded(argv: list[str], *, env: dict[str, str], wall_s: float, cap: int
     until EOF (or a short grace after the main process died) so a flooding child never blocks.
     """
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds,
-    )
+    stdin: int = subprocess.DEVNULL
+    if stdin_data is not None:  # a few bytes (the nonce): they fit the pipe buffer
+        stdin, w = os.pipe()
+        os.write(w, stdin_data)
+        os.close(w)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds,
+        )
+    finally:
+        if stdin_data is not None:
+            os.close(stdin)
     caps = {"stdout": cap if stdout_cap is None else stdout_cap, "stderr": cap}
     tails = {k: Tail(c) for k, c in caps.items()}
     sel = selectors.DefaultSelector()

@@ -144,12 +144,13 @@ class ProcessSandbox:
                 program, uid=uid, gid=uid, inner_dir=self._inner(), limits=limits,
                 evaluator=self._evaluator_inner(ev),
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path, view=self._view(uid, ev),
+                sys_path=self.sys_path, view=self._view(uid, ev), nonce_in_file=False,
             )
             env = self._env(render_env(limits, sys_path=self.sys_path), run.path)
             argv = self._argv(run.path, uid, limits, env, ev)
             cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
-                              cwd=str(run.path), stdout_cap=MAX_RECORD_BYTES + 1)
+                              cwd=str(run.path), stdout_cap=MAX_RECORD_BYTES + 1,
+                              stdin_data=run.nonce.encode())
             clean = not cap.timed_out and self._reaps_namespace()
             record, why = parse_record(cap.stdout, run.nonce,
                                        clean_exit=cap.returncode == 0 and not cap.timed_out)

@@ -191,7 +191,7 @@ class Staging:
                 limits: SandboxLimits, evaluator: str | None, cascade: list[float] | None,
                 sys_path: list[str], reap_keep: list[int] | None = None,
                 parent: Path | None = None, view: dict | None = None,
-                work_dir: str | None = None) -> RunDir:
+                work_dir: str | None = None, nonce_in_file: bool = True) -> RunDir:
         """Create the work dir with the program and the run file (nonce inside, 0600).
 
         ``inner_dir`` is where the sandbox sees the work dir (``None``: the host path; a
@@ -217,6 +217,8 @@ class Staging:
             "sys_path": sys_path,
             "reap_keep": reap_keep,
         }
+        if not nonce_in_file:  # it goes to the runner's stdin instead (process backends)
+            del cfg["nonce"]
         if work_dir is not None:  # docker: the runner copies the program into this tmpfs
             cfg["work_dir"] = work_dir
         if view is not None:  # local: the runner builds its view of the host, then drops root

@@ -85,6 +85,8 @@ class Candidate:
         if pid == 0:  # child: keep only stdin, stdout (the drained pipe), stderr and the channel
             try:
                 os.setsid()
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)  # never the runner's stdin (the nonce may arrive there)
                 os.dup2(theirs.fileno(), 3)
                 os.set_inheritable(3, True)
                 os.closerange(4, 1 << 16)

@@ -220,33 +220,39 @@ def send(sock: socket.socket, body: bytes) -> None:
     sock.sendall(_LEN.pack(len(body)) + body)
 
 
-def recv(sock: socket.socket, deadline: float | None, limit: int = MAX_MESSAGE) -> bytes:
-    """One message body; ``Closed`` at EOF, ``Timeout`` past ``deadline`` (monotonic)."""
-    head = _recv_exact(sock, 4, deadline)
-    n = _LEN.unpack(head)[0]
-    if n > limit:
-        raise WireError(f"message of {n} bytes exceeds {limit}")
-    return _recv_exact(sock, n, deadline)
+class Reader:
+    """Buffered reads of whole messages from one socket (one system call per burst)."""
 
+    def __init__(self, sock: socket.socket) -> None:
+        self.fd, self.buf = sock.fileno(), bytearray()
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    buf = bytearray()
-    fd = sock.fileno()
-    while len(buf) < n:
+    def _fill(self, deadline: float | None) -> None:
         if deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 raise Timeout("no reply in time")
         try:
-            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            chunk = os.read(self.fd, 1 << 16)
         except InterruptedError:
-            continue
+            return
         except OSError as exc:
             raise Closed(f"channel broken: {exc}") from None
         if not chunk:
             raise Closed("the peer closed the channel")
-        buf += chunk
-    return bytes(buf)
+        self.buf += chunk
+
+    def message(self, deadline: float | None, limit: int = MAX_MESSAGE) -> bytes:
+        """One message body; ``Closed`` at EOF, ``Timeout`` past ``deadline`` (monotonic)."""
+        while len(self.buf) < 4:
+            self._fill(deadline)
+        n = _LEN.unpack_from(self.buf)[0]
+        if n > limit:
+            raise WireError(f"message of {n} bytes exceeds {limit}")
+        while len(self.buf) < 4 + n:
+            self._fill(deadline)
+        body = bytes(self.buf[4:4 + n])
+        del self.buf[:4 + n]
+        return body
 
 
 class RemoteError(Exception):
@@ -274,6 +280,7 @@ class Endpoint:
         self._next = 0
         self.deadline: float | None = None
         self.closed = False
+        self._reader = Reader(sock)
 
     # -- values ---------------------------------------------------------------------------
     def export(self, obj: object) -> Handle:
@@ -317,7 +324,7 @@ class Endpoint:
             self.serve(reply)
 
     def receive(self) -> tuple:
-        msg = decode(recv(self.sock, self.deadline), self.resolve)
+        msg = decode(self._reader.message(self.deadline), self.resolve)
         if not isinstance(msg, tuple) or len(msg) < 2 or not isinstance(msg[0], str):
             raise WireError("message is not a request or a reply")
         return msg

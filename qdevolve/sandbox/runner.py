@@ -389,19 +389,39 @@ def main(argv: list) -> None:
         with open(cfg["program"], "wb") as fh:
             fh.write(source)
     _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
-    nonce = cfg.pop("nonce")
+    nonce = cfg.pop("nonce", None)  # None: it arrives on stdin once the candidate exists
     channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
     drain = _Drain(int(cfg.get("output_bytes", 1 << 20)))
     for p in cfg.get("sys_path", []):
         sys.path.append(p)
     os.chdir(workdir)
     import _standin
+    import candidate as _candidate  # noqa: F401 - a forked candidate runs it
 
     sys.path.remove(here)
     candidate = _standin.Candidate(
         sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
-        float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9))
+        float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9),
+        fork_only=nonce is None)
+    if nonce is None:
+        # fork the candidate from this state (no interpreter start-up), then read the nonce:
+        # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
+        candidate.start()
+        nonce = _read_nonce()
     finish(cfg, nonce, channel, drain, candidate)
+
+
+def _read_nonce() -> str:
+    data = b""
+    while len(data) < 256:
+        chunk = os.read(0, 256)
+        if not chunk:
+            break
+        data += chunk
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return data.decode("ascii", "replace").strip()
 
 
 def finish(cfg: dict, nonce: str, channel: int, drain: _Drain, candidate) -> None:
