@@ -28,7 +28,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: None if s is None else s.encode())
+    def enc(s: str | None) -> bytes | None:
+        return None if s is None else s.encode()
+
     if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {fstype or source} on {target}: {os.strerror(err)}")

@@ -28,6 +28,47 @@ import types
 import _wire
 
 
+class Drain:
+    """The pipe behind fd 1 of the runner, the evaluator and the candidate: its last
+    ``cap`` bytes are kept, the rest counted (fd 1 itself is the record channel's place)."""
+
+    def __init__(self, cap: int) -> None:
+        import threading
+
+        self.cap, self.buf, self.total = cap, bytearray(), 0
+        self.read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, 1)
+        os.close(write_fd)
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 65536)
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.total += len(chunk)
+            self.buf += chunk
+            if len(self.buf) > 2 * self.cap:
+                del self.buf[: len(self.buf) - self.cap]
+
+    def finish(self) -> tuple:
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001 - the evaluator may have replaced sys.stdout
+            pass
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        self.thread.join(0.2)  # orphans of the candidate may keep the pipe open: do not wait
+        return bytes(self.buf[-self.cap:]).decode("utf-8", "replace"), self.total > self.cap
+
+
 class CandidateDied(RuntimeError):
     """The candidate process is gone (exit, signal, closed channel or protocol breach)."""
 

@@ -25,10 +25,17 @@ from collections.abc import Sequence
 
 from qdevolve import registry
 from qdevolve.sandbox._process import ProcessSandbox
-from qdevolve.sandbox.bwrap import library_paths
 from qdevolve.sandbox._warm import Zygote
+from qdevolve.sandbox.bwrap import library_paths
 from qdevolve.sandbox.evaluator import build_result, parse_record
-from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, as_limits, render_env, render_local_argv, render_rlimits
+from qdevolve.sandbox.limits import (
+    LOCAL_HIDDEN,
+    SandboxLimits,
+    as_limits,
+    render_env,
+    render_local_argv,
+    render_rlimits,
+)
 from qdevolve.sandbox.runner import MAX_RECORD_BYTES
 from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult

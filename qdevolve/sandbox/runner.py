@@ -1,16 +1,18 @@
-"""The trusted runner: executes INSIDE the sandbox, loads the evaluator, writes one record.
+"""The trusted runner: executes INSIDE the sandbox, runs the evaluator, writes one record.
 
-The controller copies this file (stdlib only, no ``qdevolve`` import, so it starts in a few
-milliseconds under ``python -I -S``) into a read-only directory of the sandbox and starts::
+The controller stages this file with ``_standin.py``, ``_wire.py``, ``candidate.py`` and
+``_mountview.py`` (stdlib only, no ``qdevolve`` import) in a read-only directory of the
+sandbox and starts::
 
     python -I -S runner.py WORKDIR/.qdevolve-run
 
-The run file (``marshal``: no import needed to read it) carries the per-run nonce, the program and evaluator paths, the rlimits and the
-cascade thresholds. The runner reads it and deletes it before any untrusted code runs, sets
-its own rlimits (so no ``preexec_fn`` is needed in the multi-threaded controller), opens the
-result file with ``O_EXCL``, imports the evaluator, calls it and writes exactly one JSON
-record ``{"nonce": ..., "status": ..., ...}``. It then leaves with ``os._exit`` so that
-``atexit`` handlers planted by the candidate cannot stall it.
+The runner makes itself non-dumpable, reads the run file (``marshal``: paths, rlimits,
+cascade thresholds; the nonce arrives on stdin for the process backends), builds the
+``local`` view of the host and drops root where asked, sets its rlimits, keeps fd 1 as the
+record channel nobody else holds, forks the candidate process (where all candidate code
+runs), imports the evaluator, calls it (the program it imports is a stand-in for the
+candidate's module, see ``_standin.py``) and writes exactly one JSON record
+``{"nonce": ..., "status": ..., ...}`` to the channel. It leaves with ``os._exit``.
 
 The pure helpers (:func:`normalize_result`, :func:`check_record`) are also imported by the
 controller to validate the record a second time: a record that fails them is ``invalid``.
@@ -252,47 +254,6 @@ def _nondumpable() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
-class _Drain:
-    """The pipe behind fd 1 of the runner, the evaluator and the candidate: its last
-    ``cap`` bytes are kept, the rest counted (fd 1 itself is the record channel's place)."""
-
-    def __init__(self, cap: int) -> None:
-        import threading
-
-        self.cap, self.buf, self.total = cap, bytearray(), 0
-        self.read_fd, write_fd = os.pipe()
-        os.dup2(write_fd, 1)
-        os.close(write_fd)
-        self.thread = threading.Thread(target=self._pump, daemon=True)
-        self.thread.start()
-
-    def _pump(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.read_fd, 65536)
-            except InterruptedError:
-                continue
-            except OSError:
-                return
-            if not chunk:
-                return
-            self.total += len(chunk)
-            self.buf += chunk
-            if len(self.buf) > 2 * self.cap:
-                del self.buf[: len(self.buf) - self.cap]
-
-    def finish(self) -> tuple:
-        try:
-            sys.stdout.flush()
-        except Exception:  # noqa: BLE001 - the evaluator may have replaced sys.stdout
-            pass
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-        self.thread.join(0.2)  # orphans of the candidate may keep the pipe open: do not wait
-        return bytes(self.buf[-self.cap:]).decode("utf-8", "replace"), self.total > self.cap
-
-
 def _run_builtin(program: str) -> dict:
     """No evaluator: run the program as ``__main__`` in the candidate; 1.0 on a clean end."""
     import _standin
@@ -391,11 +352,12 @@ def main(argv: list) -> None:
     _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
     nonce = cfg.pop("nonce", None)  # None: it arrives on stdin once the candidate exists
     channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
-    drain = _Drain(int(cfg.get("output_bytes", 1 << 20)))
     for p in cfg.get("sys_path", []):
         sys.path.append(p)
     os.chdir(workdir)
     import _standin
+
+    drain = _standin.Drain(int(cfg.get("output_bytes", 1 << 20)))
     import candidate as _candidate  # noqa: F401 - a forked candidate runs it
 
     sys.path.remove(here)
@@ -424,7 +386,7 @@ def _read_nonce() -> str:
     return data.decode("ascii", "replace").strip()
 
 
-def finish(cfg: dict, nonce: str, channel: int, drain: _Drain, candidate) -> None:
+def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
     """Run the evaluation against ``candidate``, write the one record to ``channel``, exit."""
     import _standin
 

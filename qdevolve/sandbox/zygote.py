@@ -92,7 +92,7 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
         if os.environ.get(key) == "/tmp":
             os.environ[key] = WORK
     channel = os.dup(1)
-    drain = runner._Drain(int(job["output_bytes"]))
+    drain = _standin.Drain(int(job["output_bytes"]))
     os.chdir(WORK)
     here = os.path.dirname(os.path.abspath(__file__))
     cand = _standin.Candidate(sys.executable, os.path.join(here, "candidate.py"), list(job["sys_path"]),
