@@ -175,6 +175,8 @@ for fd in range(64):
         pass
 os._exit(0)
 """),
+    _a("surrogate_text", {"invalid"}, "exit with a lone surrogate in the message: the record's text is "
+       "not valid Unicode and is rejected after decoding", "import sys\nsys.exit('bad \\ud800 text')"),
     _a("forge_stdout", {"error"}, "print a fake JSON score and leave",
        "import os, sys\nprint('{\"status\": \"ok\", \"score\": 1e9}')\nsys.stdout.flush()\nos._exit(0)"),
     _a("ignore_signals", {"timeout"}, "ignore SIGTERM/SIGXCPU/SIGALRM, reset timers, spin",
