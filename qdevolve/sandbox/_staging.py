@@ -90,7 +90,6 @@ class RunDir:
     path: Path
     nonce: str
     program: str  # path as the sandbox sees it
-    result: Path
 
 
 def remove_tree(path: str | Path) -> None:
@@ -232,7 +231,7 @@ class Staging:
             for p in (path, path / name, run_file):
                 os.chown(p, uid, gid if gid is not None else uid)
         os.chmod(path, 0o700)
-        return RunDir(path, nonce, cfg["program"], path / _runner_mod.RESULT_FILE)
+        return RunDir(path, nonce, cfg["program"])
 
     @staticmethod
     def remove_run(run: RunDir) -> None:

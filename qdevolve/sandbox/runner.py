@@ -25,7 +25,6 @@ import os
 import sys
 
 RUN_FILE = ".qdevolve-run"
-RESULT_FILE = ".qdevolve-result.json"
 MAX_ARTIFACT_CHARS = 65536
 MAX_RECORD_BYTES = 4 << 20
 RECORD_STATUSES = ("ok", "error", "memory", "invalid", "timeout", "killed")
