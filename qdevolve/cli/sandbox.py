@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from qdevolve.errors import ConfigError, EvaluationSetupError
+from qdevolve.textsafe import terminal_safe, terminal_safe_line
 
 __all__ = ["sandbox"]
 
@@ -21,10 +22,10 @@ def _make(backend: str, warm: bool, image: str | None):
 
     name = best_available() if backend == "auto" else backend
     spec: dict = {"type": name}
-    if name == "docker":
+    if name in ("docker", "local"):
         spec["warm"] = warm
-        if image:
-            spec["image"] = image
+    if name == "docker" and image:
+        spec["image"] = image
     return name, registry.sandbox.create(spec)
 
 
@@ -43,7 +44,8 @@ def sandbox() -> None:
 @click.option("--cpu-s", type=float, default=None, help="CPU-time limit in seconds (default 30).")
 @click.option("--memory-mb", type=int, default=None, help="Memory limit in MiB (default 1024).")
 @click.option("--cascade", default=None, help="Cascade thresholds, comma-separated (e.g. 0.5,0.8).")
-@click.option("--warm/--no-warm", default=False, help="docker: reuse a warm container.")
+@click.option("--warm/--no-warm", default=False,
+              help="docker: reuse a warm container; local: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--json", "as_json", is_flag=True, help="Print the EvalResult as JSON.")
 def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | None,
@@ -71,24 +73,25 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
         box.close()
     if as_json:
         click.echo(json.dumps({"backend": name, **result.to_dict()}, indent=2))
-    else:
+    else:  # everything below may come from the candidate: shown with its controls escaped
         click.echo(f"backend:  {name}")
         click.echo(f"status:   {result.status}")
         click.echo(f"score:    {result.score}")
         if result.error:
-            click.echo(f"error:    {result.error}")
+            click.echo(f"error:    {terminal_safe_line(result.error)}")
         click.echo(f"runtime:  {result.runtime_s:.3f} s")
         for k, v in sorted(result.metrics.items()):
-            click.echo(f"metric    {k} = {v}")
+            click.echo(f"metric    {terminal_safe_line(k)} = {v}")
         for k, v in sorted(result.artifacts.items()):
             tail = v if len(v) <= 2000 else "..." + v[-2000:]
-            click.echo(f"--- {k} ---\n{tail.rstrip()}")
+            click.echo(f"--- {terminal_safe_line(k)} ---\n{terminal_safe(tail.rstrip())}")
     sys.exit(0 if result.ok else 1)
 
 
 @sandbox.command("check")
 @click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True)
-@click.option("--warm/--no-warm", default=False, help="docker: reuse a warm container.")
+@click.option("--warm/--no-warm", default=False,
+              help="docker: reuse a warm container; local: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--only", default=None, help="Comma-separated attack names (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -110,7 +113,7 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
         if not as_json:
             mark = "PASS" if row.passed else "FAIL"
             click.echo(f"{row.attack:<22} {row.expected:<22} {row.got:<8} {row.seconds:6.2f}  {mark}"
-                       + ("" if row.passed else "  " + "; ".join(row.failures)))
+                       + ("" if row.passed else "  " + terminal_safe_line("; ".join(row.failures))))
 
     if not as_json:
         click.echo(f"backend: {name}")

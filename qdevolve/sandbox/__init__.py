@@ -1,7 +1,10 @@
 """Sandboxed evaluation of untrusted programs: ``local``, ``bwrap`` and ``docker`` backends.
 
-The controller never runs candidate code: a trusted runner inside the sandbox loads the
-evaluator, calls it and writes one nonce-carrying record (see ``docs/sandbox.md``)::
+The controller never runs candidate code, and inside the sandbox the candidate runs in a
+process of its own: the trusted runner (non-dumpable; pid 1 of its namespace in ``local``
+and ``bwrap``) calls the evaluator, which reaches the candidate through a stand-in module
+that returns plain data, and writes one record on a channel only it holds (see
+``docs/sandbox.md``)::
 
     from qdevolve import registry
     from qdevolve.sandbox import SandboxLimits, best_available

@@ -1,44 +1,33 @@
 """`ProcessSandbox`: the ``evaluate`` shared by the ``local`` and ``bwrap`` backends.
 
 One evaluation: take a dedicated uid (when root), stage the program and run file in a fresh
-work directory, run the backend's argv under :func:`~qdevolve.sandbox._common.run_bounded`,
-read and validate the runner's record, classify, clean up. Subclasses only render argv.
+work directory, run the backend's argv under :func:`~qdevolve.sandbox._bounded.run_bounded`,
+read the runner's record from its stdout (accepted only from a clean exit), validate it,
+classify, clean up. Subclasses only render argv.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from qdevolve.sandbox._common import (
-    Staging,
-    UidPool,
-    run_bounded,
-    sandbox_python,
-    site_packages,
-    uid_processes,
-)
-from qdevolve.sandbox.evaluator import build_result, read_record
+from qdevolve.sandbox._bounded import run_bounded
+from qdevolve.sandbox._proc import kill_all, uid_processes
+from qdevolve.sandbox._staging import Staging, sandbox_python, site_packages
+from qdevolve.sandbox._uids import UidPool
+from qdevolve.sandbox.evaluator import build_result, parse_record
 from qdevolve.sandbox.limits import SandboxLimits, as_limits, render_env
+from qdevolve.sandbox.runner import MAX_RECORD_BYTES
 from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult, Program
 
 __all__ = ["ProcessSandbox"]
 
 log = logging.getLogger("qdevolve.sandbox")
-
-
-def _kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 class ProcessSandbox:
@@ -67,7 +56,7 @@ class ProcessSandbox:
         uid = self.uids.acquire()
         if uid not in self._swept:  # a crashed controller may have left something behind
             self._swept.add(uid)
-            _kill_all(uid_processes([uid]).get(uid, []))
+            kill_all(uid_processes([uid]).get(uid, []))
         return uid
 
     def _release_uid(self, uid: int | None, *, wait_s: float = 2.0, final: bool = False,
@@ -94,7 +83,7 @@ class ProcessSandbox:
                     keep.append((u, since))
                     continue
                 if pids:
-                    _kill_all(pids)
+                    kill_all(pids)
                     log.warning("sandbox uid %d: killed %d surviving process(es)", u, len(pids))
                 self.uids.release(u)
             pending = keep
@@ -110,6 +99,10 @@ class ProcessSandbox:
         raise NotImplementedError
 
     def _inner(self) -> str | None:
+        return None
+
+    def _view(self, uid: int | None, evaluator: Path | None) -> dict | None:
+        """What the runner hides and keeps of the host before it drops root (``local``)."""
         return None
 
     def _evaluator_inner(self, evaluator: Path | None) -> str | None:
@@ -151,27 +144,36 @@ class ProcessSandbox:
                 program, uid=uid, gid=uid, inner_dir=self._inner(), limits=limits,
                 evaluator=self._evaluator_inner(ev),
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path,
+                sys_path=self.sys_path, view=self._view(uid, ev), nonce_in_file=False,
             )
-            env = self._env(render_env(limits), run.path)
+            env = self._env(render_env(limits, sys_path=self.sys_path), run.path)
             argv = self._argv(run.path, uid, limits, env, ev)
             cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
-                              cwd=str(run.path))
+                              cwd=str(run.path), stdout_cap=MAX_RECORD_BYTES + 1,
+                              stdin_data=run.nonce.encode())
             clean = not cap.timed_out and self._reaps_namespace()
-            record, why = read_record(run.result, run.nonce)
+            record, why = parse_record(cap.stdout, run.nonce,
+                                       clean_exit=cap.returncode == 0 and not cap.timed_out)
             outcome = Outcome(
                 exit_code=cap.returncode, shell_style=self._shell_style(), timed_out=cap.timed_out,
                 record=record, record_error=why, record_missing=record is None and why is None,
                 cpu_s=limits.cpu_s, cpu_used_s=cap.cpu_s if self._rusage_complete() else None, stderr_tail=cap.stderr,
             )
-            return build_result(outcome, runtime_s=cap.runtime_s, stdout=cap.stdout,
-                                stderr=cap.stderr, truncated=cap.truncated)
+            return build_result(outcome, runtime_s=cap.runtime_s, stdout="", stderr=cap.stderr,
+                                truncated=[k for k in cap.truncated if k != "stdout"],
+                                artifacts_bytes=limits.artifacts_bytes)
         except OSError as exc:  # the sandbox itself could not start (not the program's doing)
             return EvalResult(status="error", error=f"{self.name} sandbox failed to start: {exc}")
+        except Exception as exc:  # noqa: BLE001 - evaluate never raises for what a program did
+            log.exception("%s sandbox: evaluation failed", self.name)
+            return EvalResult(status="error", error=f"{self.name} sandbox failed: {type(exc).__name__}: {exc}")
         finally:
-            if run is not None:
-                self.staging.remove_run(run)
-            self._release_uid(uid, clean=clean)
+            try:
+                if run is not None:
+                    self.staging.remove_run(run)
+                self._release_uid(uid, clean=clean)
+            except Exception:  # noqa: BLE001 - cleanup never turns a result into a crash
+                log.exception("%s sandbox: cleanup failed", self.name)
 
     def close(self) -> None:
         """Wait for (or kill) the sandbox uids' last processes; remove the staging directory."""

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qdevolve.sandbox._common import sandbox_processes
+from qdevolve.sandbox._proc import sandbox_processes
+from qdevolve.sandbox.forgeries import FORGERIES, HONEST_EVALUATOR, HONEST_SCORE, forgery_code
 from qdevolve.sandbox.limits import SandboxLimits
 from qdevolve.types import EvalResult, Program
 
@@ -47,6 +48,11 @@ class Attack:
     doc: str
     max_output: bool = False  # the artifacts must show truncation
     host_paths: tuple[str, ...] = ()  # host paths (placeholders allowed) that must not exist
+    honest: float | None = None  # forging: run against the honest evaluator; the score it must get
+
+    @property
+    def category(self) -> str:
+        return "containment" if self.honest is None else "forging"
 
 
 def _a(name: str, expected: Iterable[str], doc: str, code: str, **kw) -> Attack:
@@ -152,15 +158,25 @@ for d in ["/root", "__HOSTDIR__"]:
        "fds = []\nwhile True:\n    fds.append(open('/dev/null'))"),
     _a("exit_early", {"error"}, "os._exit(0) before the evaluator writes its record",
        "import os\nos._exit(0)"),
-    _a("forge_record", {"invalid"}, "write a fake result record, then leave",
+    _a("forge_record", {"error", "invalid"}, "write a fake result record to every fd and file, then leave",
        """
 import json, os
+fake = json.dumps({"nonce": "0" * 32, "status": "ok", "score": 1e9, "metrics": {}}).encode()
 for name in os.listdir("."):
-    if "result" in name:
-        with open(name, "w") as fh:
-            json.dump({"nonce": "0" * 32, "status": "ok", "score": 1e9, "metrics": {}}, fh)
+    try:
+        with open(name, "wb") as fh:
+            fh.write(fake)
+    except OSError:
+        pass
+for fd in range(64):
+    try:
+        os.write(fd, fake)
+    except OSError:
+        pass
 os._exit(0)
 """),
+    _a("surrogate_text", {"invalid"}, "exit with a lone surrogate in the message: the record's text is "
+       "not valid Unicode and is rejected after decoding", "import sys\nsys.exit('bad \\ud800 text')"),
     _a("forge_stdout", {"error"}, "print a fake JSON score and leave",
        "import os, sys\nprint('{\"status\": \"ok\", \"score\": 1e9}')\nsys.stdout.flush()\nos._exit(0)"),
     _a("ignore_signals", {"timeout"}, "ignore SIGTERM/SIGXCPU/SIGALRM, reset timers, spin",
@@ -201,6 +217,14 @@ print("ptrace", libc.ptrace(16, 1, None, None), ctypes.get_errno())
 )
 
 
+_FAILED = frozenset({"error", "timeout", "memory", "killed", "invalid"})
+#: Containment attacks (built-in evaluator) then forgeries (against the honest evaluator).
+ATTACKS = ATTACKS + tuple(
+    Attack(name, forgery_code(name), _FAILED | {"ok"}, doc, honest=HONEST_SCORE)
+    for name, (doc, _code) in FORGERIES.items()
+)
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "<missing>"
 
@@ -221,6 +245,8 @@ class HostCanaries:
         conn.close()
         self.evaluator = self.dir / "evaluator.py"
         self.evaluator.write_text("def evaluate(program_path):\n    return {'combined_score': 1.0}\n")
+        self.honest_evaluator = self.dir / "honest_evaluator.py"
+        self.honest_evaluator.write_text(HONEST_EVALUATOR)
         self.received: list[bytes] = []
         self._srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._srv.bind(("127.0.0.1", 0))
@@ -248,7 +274,8 @@ class HostCanaries:
                     self.received.append(b"<connection>")
 
     def sums(self) -> dict[str, str]:
-        return {"db": _sha(self.db), "evaluator": _sha(self.evaluator), "canary": _sha(self.canary_file)}
+        return {"db": _sha(self.db), "evaluator": _sha(self.evaluator), "canary": _sha(self.canary_file),
+                "honest_evaluator": _sha(self.honest_evaluator)}
 
     def render(self, code: str) -> str:
         return (code.replace("__PORT__", str(self.port)).replace("__CANARY_FILE__", str(self.canary_file))
@@ -298,6 +325,12 @@ def _blob(result: EvalResult) -> str:
     return "\n".join([result.error or "", *result.artifacts.keys(), *result.artifacts.values()])
 
 
+def _expected(attack: Attack) -> str:
+    if attack.honest is not None:
+        return f"score {attack.honest:g}|failed"
+    return "|".join(sorted(attack.expected))
+
+
 def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits | None = None, *,
                  leftovers: Callable[[], list[str]] | None = None) -> CheckRow:
     """Run ``attack`` in ``box`` and check every host-side assertion; never raises."""
@@ -305,13 +338,19 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
     failures: list[str] = []
     t0 = time.monotonic()
     try:
-        result = box.evaluate(Program(code=host.render(attack.code)), None, limits)
+        evaluator = None if attack.honest is None else host.honest_evaluator
+        result = box.evaluate(Program(code=host.render(attack.code)), evaluator, limits)
     except Exception as exc:  # noqa: BLE001 - a raise IS the failure being checked
-        return CheckRow(attack.name, "|".join(sorted(attack.expected)), "raised",
+        return CheckRow(attack.name, _expected(attack), "raised",
                         time.monotonic() - t0, [f"evaluate raised {type(exc).__name__}: {exc}"])
     seconds = time.monotonic() - t0
     if result.status not in attack.expected:
         failures.append(f"status {result.status} ({result.error}) not in {sorted(attack.expected)}")
+    if attack.honest is not None:
+        if result.status == "ok" and result.score != attack.honest:
+            failures.append(f"FORGED: stored score {result.score!r}, honest score {attack.honest!r}")
+        elif result.status != "ok" and result.score is not None:
+            failures.append(f"a failed status ({result.status}) carries a score {result.score!r}")
     if seconds > limits.wall_s + 5.0:
         failures.append(f"took {seconds:.1f} s, wall limit {limits.wall_s} s")
     blob = _blob(result)
@@ -337,7 +376,7 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
         left = leftovers()
         if left:
             failures.append("left behind: " + ", ".join(left[:5]))
-    return CheckRow(attack.name, "|".join(sorted(attack.expected)), result.status, seconds, failures, result)
+    return CheckRow(attack.name, _expected(attack), result.status, seconds, failures, result)
 
 
 def backend_leftovers(box) -> Callable[[], list[str]]:

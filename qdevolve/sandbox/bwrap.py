@@ -48,6 +48,17 @@ def bwrap_available() -> bool:
         return False
 
 
+def library_paths(python: str, sys_path: Sequence[str]) -> list[str]:
+    """Interpreter prefix and site-packages to bind read-only (paths outside /usr)."""
+    paths = {os.path.dirname(os.path.dirname(os.path.realpath(python)))}
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        paths.add(sysconfig.get_paths()["stdlib"])
+    paths.update(sys_path)
+    out = sorted(p for p in paths if p and p not in ("/", "/usr") and not p.startswith("/usr/"))
+    # drop paths nested under another bound path
+    return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
+
+
 @registry.sandbox("bwrap")
 class BwrapSandbox(ProcessSandbox):
     """bubblewrap sandbox (see module doc); options as :class:`~qdevolve.sandbox.LocalSandbox`."""
@@ -64,14 +75,7 @@ class BwrapSandbox(ProcessSandbox):
         self._ro = self._ro_paths()
 
     def _ro_paths(self) -> list[str]:
-        """Interpreter prefix and site-packages to bind read-only (paths outside /usr)."""
-        paths = {os.path.dirname(os.path.dirname(os.path.realpath(self.python)))}
-        if os.path.realpath(self.python) == os.path.realpath(sys.executable):
-            paths.add(sysconfig.get_paths()["stdlib"])
-        paths.update(self.sys_path)
-        out = sorted(p for p in paths if p and p not in ("/", "/usr") and not p.startswith("/usr/"))
-        # drop paths nested under another bound path
-        return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
+        return library_paths(self.python, self.sys_path)
 
     def _inner(self) -> str:
         return f"{SANDBOX_ROOT}/work"

@@ -27,8 +27,10 @@ from pathlib import Path
 
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
-from qdevolve.sandbox._common import Staging, _Tail, site_packages
-from qdevolve.sandbox.evaluator import build_result, read_record
+from qdevolve.sandbox._bounded import Tail
+from qdevolve.sandbox._proc import pid_alive
+from qdevolve.sandbox._staging import Staging, remove_tree, site_packages
+from qdevolve.sandbox.evaluator import build_result, parse_record
 from qdevolve.sandbox.limits import (
     SANDBOX_ROOT,
     SandboxLimits,
@@ -36,7 +38,7 @@ from qdevolve.sandbox.limits import (
     render_docker_kwargs,
     render_env,
 )
-from qdevolve.sandbox.runner import RUN_FILE
+from qdevolve.sandbox.runner import MAX_RECORD_BYTES, RUN_FILE
 from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult, Program
 
@@ -164,15 +166,13 @@ class DockerSandbox:
 
     def _remove_orphans(self) -> None:
         """Remove sandbox containers whose controller (on this host) died without close()."""
-        from qdevolve.sandbox._common import _pid_alive
-
         try:
             stale = self.client.containers.list(all=True, filters={"label": "qdevolve.sandbox=1"})
         except Exception:  # noqa: BLE001
             return
         for c in stale:
             owner = (c.labels or {}).get("qdevolve.owner", "")
-            if owner.isdigit() and int(owner) != os.getpid() and not _pid_alive(int(owner)):
+            if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
                 try:
                     c.remove(force=True)
                 except Exception:  # noqa: BLE001
@@ -186,14 +186,14 @@ class DockerSandbox:
         mounts = {
             str(self.staging.runner_dir): (f"{SANDBOX_ROOT}/runner", "ro"),
             str(self.staging.eval_dir): (f"{SANDBOX_ROOT}/evaluators", "ro"),
-            str(slot): (f"{SANDBOX_ROOT}/work", "rw"),
+            str(slot): (f"{SANDBOX_ROOT}/in", "ro"),
         }
         for p in self.sys_path:
             mounts[p] = (p, "ro")
         kwargs = render_docker_kwargs(
             limits, image=self.image, user=self.idle_user, env=render_env(limits), mounts=mounts,
             name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
-            command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime,
+            command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime, work_owner=self.uid,
         )
         kwargs["labels"]["qdevolve.owner"] = str(os.getpid())
         container = self.client.containers.create(**kwargs)
@@ -214,9 +214,7 @@ class DockerSandbox:
         with self._lock:
             self._all.discard(container.id)
         if slot is not None:
-            import shutil
-
-            shutil.rmtree(slot, ignore_errors=True)
+            remove_tree(slot)
 
     def _box(self, limits: SandboxLimits) -> _Box:
         if not self.warm:
@@ -261,20 +259,20 @@ class DockerSandbox:
         run = None
         try:
             run = self.staging.new_run(
-                program, uid=self.uid, gid=self.gid, inner_dir=f"{SANDBOX_ROOT}/work/{{name}}",
+                program, uid=self.uid, gid=self.gid, inner_dir=f"{SANDBOX_ROOT}/in/{{name}}",
                 limits=limits,
                 evaluator=None if ev is None else f"{SANDBOX_ROOT}/evaluators/{ev.parent.name}/{ev.name}",
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path, reap_keep=[], parent=box.slot,
+                sys_path=self.sys_path, reap_keep=[], parent=box.slot, work_dir=f"{SANDBOX_ROOT}/work",
             )
-            inner = f"{SANDBOX_ROOT}/work/{run.path.name}"
+            inner = f"{SANDBOX_ROOT}/in/{run.path.name}"
             ooms0, cpu0 = box.ooms(), box.cpu_s()
             code, timed_out, out, err, truncated = self._exec(
                 box, [self.python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py", f"{inner}/{RUN_FILE}"],
-                inner, limits)
+                f"{SANDBOX_ROOT}/work", limits)
             oom = box.ooms() > ooms0
             cpu1 = box.cpu_s()
-            record, why = read_record(run.result, run.nonce)
+            record, why = parse_record(out, run.nonce, clean_exit=code == 0 and not timed_out)
             outcome = Outcome(
                 exit_code=code, shell_style=True, timed_out=timed_out, oom_killed=oom,
                 record=record, record_error=why, record_missing=record is None and why is None,
@@ -282,8 +280,9 @@ class DockerSandbox:
                 stderr_tail=err,
             )
             keep = record is not None and not timed_out and not oom
-            return build_result(outcome, runtime_s=time.monotonic() - start, stdout=out, stderr=err,
-                                truncated=truncated)
+            return build_result(outcome, runtime_s=time.monotonic() - start, stdout="", stderr=err,
+                                truncated=[k for k in truncated if k != "stdout"],
+                                artifacts_bytes=limits.artifacts_bytes)
         except Exception as exc:  # noqa: BLE001
             keep = False
             return EvalResult(status="error", error=f"docker sandbox failed: {type(exc).__name__}: {exc}",
@@ -298,8 +297,9 @@ class DockerSandbox:
         api = self.client.api
         exec_id = api.exec_create(box.container.id, cmd, stdout=True, stderr=True, stdin=False,
                                   tty=False, user=self.user, workdir=workdir,
-                                  environment=render_env(limits))["Id"]
-        tails = {"stdout": _Tail(limits.output_bytes), "stderr": _Tail(limits.output_bytes)}
+                                  environment=render_env(limits, sys_path=self.sys_path))["Id"]
+        caps = {"stdout": MAX_RECORD_BYTES + 1, "stderr": limits.output_bytes}
+        tails = {k: Tail(c) for k, c in caps.items()}
         lost: list[str] = []
         start = time.monotonic()
 
@@ -333,7 +333,7 @@ class DockerSandbox:
             code = info.get("ExitCode")
         if lost:
             tails["stderr"].add(f"\n[qdevolve: exec output stream lost: {lost[0]}]\n".encode())
-        truncated = [k for k, t in tails.items() if t.total > limits.output_bytes]
+        truncated = [k for k, t in tails.items() if t.total > caps[k]]
         return code, timed_out, tails["stdout"].text(), tails["stderr"].text(), truncated
 
     def containers(self) -> list[str]:

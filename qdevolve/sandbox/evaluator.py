@@ -23,7 +23,7 @@ from qdevolve.sandbox.runner import MAX_RECORD_BYTES, ProtocolError, check_recor
 from qdevolve.sandbox.status import Outcome, classify
 from qdevolve.types import EvalResult
 
-__all__ = ["check_evaluator", "read_record", "build_result"]
+__all__ = ["check_evaluator", "parse_record", "cap_artifacts", "build_result"]
 
 
 def check_evaluator(path: str | Path) -> None:
@@ -65,52 +65,72 @@ def check_evaluator(path: str | Path) -> None:
         )
 
 
-def read_record(path: Path, nonce: str) -> tuple[dict | None, str | None]:
-    """Read and validate the runner's record: ``(record, None)``, ``(None, why)`` or ``(None, None)``.
+def parse_record(text: str, nonce: str, *, clean_exit: bool) -> tuple[dict | None, str | None]:
+    """Decode and validate the runner's record: ``(record, None)``, ``(None, why)`` or ``(None, None)``.
 
-    ``(None, None)`` means no record at all. Symlinks and non-regular files are refused.
+    ``(None, None)`` means no record. A record counts only from a clean exit (status 0 and
+    no wall-clock kill): whatever a run that ended otherwise wrote is ignored.
     """
-    import os
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+    if not clean_exit or not text.strip():
         return None, None
-    except OSError as exc:
-        return None, f"result record cannot be opened ({exc.strerror}): forged"
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None, "result record is not a regular file: forged"
-        data = fh.read(MAX_RECORD_BYTES + 1)
-    if not data:
-        return None, None
-    if len(data) > MAX_RECORD_BYTES:
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_RECORD_BYTES:
         return None, "result record exceeds 4 MiB"
     try:
-        record = json.loads(data.decode("utf-8", errors="replace"))
+        record = json.loads(text)
     except ValueError:
-        return None, "result record is not one JSON object (forged or corrupted)"
+        return None, "result record is not one JSON object (corrupted)"
     try:
         return check_record(record, nonce), None
     except ProtocolError as exc:
         return None, str(exc)
 
 
+def cap_artifacts(artifacts: dict[str, str], limit: int) -> dict[str, str]:
+    """At most ``limit`` UTF-8 bytes of artifacts in total; cut values keep their end (the
+    tail of a log says most) and ``artifacts["truncated"]`` names them."""
+    truncated = [k for k in (artifacts.get("truncated") or "").split(",") if k]
+    out: dict[str, str] = {}
+    left = limit
+    # short values first, so one flood does not crowd out every other artifact
+    for key in sorted(artifacts, key=lambda k: len(artifacts[k])):
+        if key == "truncated":
+            continue
+        value = artifacts[key]
+        size = len(value.encode("utf-8", "replace"))
+        if size > left:
+            keep = max(0, left)
+            value = value.encode("utf-8", "replace")[size - keep:].decode("utf-8", "ignore") if keep else ""
+            truncated.append(key)
+        left -= len(value.encode("utf-8", "replace"))
+        out[key] = value
+    if truncated:
+        out["truncated"] = ",".join(dict.fromkeys(truncated))
+    return {k: out[k] for k in [*artifacts, "truncated"] if k in out}
+
+
 def build_result(outcome: Outcome, *, runtime_s: float, stdout: str, stderr: str,
-                 truncated: list[str]) -> EvalResult:
-    """Assemble the :class:`EvalResult` of one run (status from :func:`classify`)."""
+                 truncated: list[str], artifacts_bytes: int = 256 * 1024) -> EvalResult:
+    """Assemble the :class:`EvalResult` of one run (status from :func:`classify`).
+
+    ``stdout`` is what the run wrote besides its record (the record's own ``stdout`` field
+    wins when there is a record).
+    """
     status, error = classify(outcome)
     rec = outcome.record if status != "invalid" else None
     artifacts: dict[str, str] = {}
+    cut = list(truncated)
     if rec:
         artifacts.update(rec.get("artifacts") or {})
+        stdout = rec.get("stdout") or ""
+        if rec.get("stdout_truncated"):
+            cut.append("stdout")
     if stdout:
         artifacts["stdout"] = stdout
     if stderr:
         artifacts["stderr"] = stderr
-    if truncated:
-        artifacts["truncated"] = ",".join(truncated)
+    if cut:
+        artifacts["truncated"] = ",".join(dict.fromkeys(cut))
+    artifacts = cap_artifacts(artifacts, artifacts_bytes)
     score = rec.get("score") if rec and status == "ok" else None
     return EvalResult(
         status=status,  # type: ignore[arg-type]

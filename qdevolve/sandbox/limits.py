@@ -19,6 +19,7 @@ __all__ = [
     "render_env",
     "render_rlimits",
     "render_local_argv",
+    "LOCAL_HIDDEN",
     "render_bwrap_argv",
     "render_docker_kwargs",
 ]
@@ -59,7 +60,13 @@ class SandboxLimits:
         network: Allow network access (off: a private network namespace, loopback only).
         env: Variables set in the sandbox (name, value); see :data:`DEFAULT_ENV`.
         env_allow: Names copied from the controller's environment when set there (allowlist).
-        tmpfs_mb: Size of the private ``/tmp`` (bwrap, Docker).
+        tmpfs_mb: Size of the private ``/tmp`` and of the private ``/dev/shm`` (each).
+        work_mb: Disk quota of the per-evaluation work directory (a size-limited tmpfs).
+        call_s: Deadline of one call from the evaluator into the candidate process
+            (``None``: the wall clock).
+        artifacts_bytes: Total UTF-8 bytes of artifacts stored per evaluation (stdout and
+            stderr tails included); beyond it values are cut and ``artifacts["truncated"]``
+            names them.
     """
 
     wall_s: float = 30.0
@@ -73,13 +80,19 @@ class SandboxLimits:
     env: tuple[tuple[str, str], ...] = field(default=DEFAULT_ENV)
     env_allow: tuple[str, ...] = ()
     tmpfs_mb: int = 64
+    work_mb: int = 256
+    call_s: float | None = None
+    artifacts_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes",
-                     "file_size_bytes", "open_files", "tmpfs_mb"):
+                     "file_size_bytes", "open_files", "tmpfs_mb", "work_mb", "artifacts_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive number, got {value!r}")
+        if self.call_s is not None and (isinstance(self.call_s, bool) or not isinstance(self.call_s, (int, float))
+                                        or not self.call_s > 0):
+            raise ValueError(f"SandboxLimits.call_s must be a positive number or None, got {self.call_s!r}")
         object.__setattr__(self, "env", tuple((str(k), str(v)) for k, v in dict(self.env).items()))
         object.__setattr__(self, "env_allow", tuple(self.env_allow))
 
@@ -109,10 +122,18 @@ def as_limits(value: SandboxLimits | dict[str, Any] | None) -> SandboxLimits | N
     raise ValueError(f"sandbox limits must be a SandboxLimits or a mapping, got {type(value).__name__}")
 
 
-def render_env(limits: SandboxLimits, host_env: dict[str, str] | None = None) -> dict[str, str]:
-    """The sandbox environment: :data:`DEFAULT_ENV`-style pairs plus allowlisted host names."""
+def render_env(limits: SandboxLimits, host_env: dict[str, str] | None = None,
+               sys_path: list[str] | None = None) -> dict[str, str]:
+    """The sandbox environment: :data:`DEFAULT_ENV`-style pairs plus allowlisted host names.
+
+    ``sys_path`` (the library directories the runner appends) becomes ``PYTHONPATH``, so an
+    evaluator that runs ``[sys.executable, program]`` gets an interpreter that imports what
+    the runner can (numpy & co.).
+    """
     host_env = os.environ if host_env is None else host_env
     env = dict(limits.env)
+    if sys_path and "PYTHONPATH" not in env:
+        env["PYTHONPATH"] = os.pathsep.join(sys_path)
     for name in limits.env_allow:
         if name in host_env:
             env[name] = host_env[name]
@@ -136,24 +157,31 @@ def render_rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
     }
 
 
+#: Directories the ``local`` backend covers with an empty tmpfs in its mount namespace (host
+#: UNIX sockets live under /run, other users' and runs' files under the rest); the project
+#: directory (the controller's working directory) is added at run time.
+LOCAL_HIDDEN = ("/tmp", "/var/tmp", "/run", "/home", "/root", "/mnt", "/media", "/srv", "/opt")
+
+
 def render_local_argv(
-    python: str, runner: str, run_file: str, *, as_root: bool, uid: int, gid: int,
-    limits: SandboxLimits, userns: bool = False,
+    python: str, runner: str, run_file: str, *, as_root: bool, limits: SandboxLimits,
+    userns: bool = False,
 ) -> list[str]:
     """argv of the ``local`` backend.
 
     As root: ``unshare`` new pid/mount (fresh ``/proc``)/ipc/uts (and net unless
-    ``limits.network``) namespaces with ``--kill-child``, then ``setpriv`` to ``uid:gid``. As
-    a normal user with working user namespaces (``userns``) the same namespaces are made
-    under ``unshare --map-root-user``; otherwise the bare interpreter.
+    ``limits.network``) namespaces with ``--kill-child``; the runner, pid 1 there, builds
+    its view of the host with ``mount(2)`` (``_mountview.py``) and then drops to the
+    sandbox uid itself (the run file names it). As a normal user with working user
+    namespaces (``userns``) the same namespaces are made under ``unshare --map-root-user``;
+    otherwise the bare interpreter.
     """
     py = [python, "-I", "-S", runner, run_file]
     ns = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if not limits.network:
         ns.append("--net")
     if as_root:
-        return ["unshare", *ns, "--", "setpriv", f"--reuid={uid}", f"--regid={gid}",
-                "--clear-groups", "--inh-caps=-all", "--", *py]
+        return ["unshare", *ns, "--", *py]
     if userns:
         return ["unshare", "--map-root-user", *ns, "--", *py]
     return py
@@ -178,7 +206,9 @@ def render_bwrap_argv(
     argv += ["bwrap", "--unshare-all"]
     if limits.network:
         argv.append("--share-net")
-    argv += ["--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]
+    # --as-pid-1: the trusted runner is the namespace's init, so no process of the
+    # candidate can signal it (signals an init has no handler for are dropped)
+    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
     for name, value in env.items():
         argv += ["--setenv", name, value]
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -196,12 +226,19 @@ def render_bwrap_argv(
     argv += ["--ro-bind", runner_dir, f"{SANDBOX_ROOT}/runner"]
     if evaluator:
         argv += ["--ro-bind", evaluator, f"{SANDBOX_ROOT}/evaluator/{os.path.basename(evaluator)}"]
+    # the work dir is a size-limited tmpfs (the disk quota); the program and the run file
+    # are bound into it read-only, so the candidate can neither rewrite the program the
+    # evaluator reads nor fill the host's disk
+    work = f"{SANDBOX_ROOT}/work"
+    argv += ["--size", str(int(limits.work_mb) * _MIB), "--tmpfs", work]
+    for name in ("program.py", ".qdevolve-run"):
+        argv += ["--ro-bind", f"{workdir}/{name}", f"{work}/{name}"]
     argv += [
-        "--bind", workdir, f"{SANDBOX_ROOT}/work",
         "--proc", "/proc", "--dev", "/dev",
-        "--chdir", f"{SANDBOX_ROOT}/work",
+        "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/dev/shm",
+        "--chdir", work,
         "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py",
-        f"{SANDBOX_ROOT}/work/.qdevolve-run",
+        f"{work}/.qdevolve-run",
     ]
     return argv
 
@@ -209,7 +246,7 @@ def render_bwrap_argv(
 def render_docker_kwargs(
     limits: SandboxLimits, *, image: str, user: str, env: dict[str, str],
     mounts: dict[str, tuple[str, str]], name: str | None = None, command: list[str] | None = None,
-    runtime: str | None = None,
+    runtime: str | None = None, work_owner: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of ``docker.containers.create`` (docker SDK 7).
 
@@ -234,7 +271,11 @@ def render_docker_kwargs(
         "pids_limit": int(limits.processes),
         "nano_cpus": 1_000_000_000,
         "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m"},
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m",
+                  "/dev/shm": f"rw,nosuid,nodev,noexec,size={int(limits.tmpfs_mb)}m",
+                  # the work dir: a size-limited tmpfs (the disk quota); the program arrives
+                  # read-only under /qdevolve/in and the runner copies it here
+                  f"{SANDBOX_ROOT}/work": f"rw,nosuid,nodev,size={int(limits.work_mb)}m,uid={work_owner if work_owner is not None else uid},mode=0700"},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "init": True,
@@ -246,7 +287,7 @@ def render_docker_kwargs(
             {"name": "core", "soft": 0, "hard": 0},
         ],
         "volumes": {host: {"bind": target, "mode": mode} for host, (target, mode) in mounts.items()},
-        "working_dir": f"{SANDBOX_ROOT}/work",
+        "working_dir": "/",
         "labels": {"qdevolve.sandbox": "1"},
         "detach": True,
         "stdin_open": False,

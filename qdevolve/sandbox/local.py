@@ -16,12 +16,29 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import secrets
 import subprocess
+import tempfile
+import threading
 from collections.abc import Sequence
 
 from qdevolve import registry
 from qdevolve.sandbox._process import ProcessSandbox
-from qdevolve.sandbox.limits import SandboxLimits, render_local_argv
+from qdevolve.sandbox._warm import Zygote
+from qdevolve.sandbox.bwrap import library_paths
+from qdevolve.sandbox.evaluator import build_result, parse_record
+from qdevolve.sandbox.limits import (
+    LOCAL_HIDDEN,
+    SandboxLimits,
+    as_limits,
+    render_env,
+    render_local_argv,
+    render_rlimits,
+)
+from qdevolve.sandbox.runner import MAX_RECORD_BYTES
+from qdevolve.sandbox.status import Outcome
+from qdevolve.types import EvalResult
 
 __all__ = ["LocalSandbox", "ProcessSandbox", "userns_available"]
 
@@ -50,26 +67,108 @@ class LocalSandbox(ProcessSandbox):
         uid_count: Size of that pool (shared, through lock files, by every controller).
         extra_sys_path: Directories appended to ``sys.path`` inside the sandbox.
         inherit_site_packages: Also append the controller's site-packages (read-only use).
+        warm: Keep one pre-imported template per worker thread (``zygote.py``) that forks a
+            fresh, isolated runner/candidate pair per evaluation (needs root or user
+            namespaces; otherwise every evaluation is cold).
     """
 
     name = "local"
 
     def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
                  uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
-                 inherit_site_packages: bool = True) -> None:
+                 inherit_site_packages: bool = True, warm: bool = False) -> None:
         super().__init__(limits=limits, python=python, uid_base=uid_base, uid_count=uid_count,
                          extra_sys_path=extra_sys_path, inherit_site_packages=inherit_site_packages)
         self.userns = (not self.as_root) and userns_available()
+        self._libs = library_paths(self.python, self.sys_path)
+        self.warm = warm and (self.as_root or self.userns)
+        self._zygotes: dict[tuple[int, bool], Zygote] = {}
+        self._zlock = threading.Lock()
         if not self.as_root and not self.userns:
             log.warning("local sandbox: no namespaces available; processes that call setsid() "
                         "can outlive an evaluation. Use bwrap or docker for untrusted code.")
+
+    def _view(self, uid, evaluator):
+        """Hide the host's temp dirs, /run (UNIX sockets), homes and the project (other runs'
+        databases); keep the runner, the evaluator copy, the interpreter and libraries."""
+        if not (self.as_root or self.userns):
+            return None
+        keep = [str(self.staging.runner_dir), *self._libs]
+        if evaluator is not None:
+            keep.append(str(evaluator))
+        hide = [*LOCAL_HIDDEN, os.path.realpath(os.getcwd()), os.path.realpath(tempfile.gettempdir())]
+        hide = [h for h in dict.fromkeys(hide)
+                if h not in ("/", "/usr") and not h.startswith(("/usr/", "/proc", "/dev", "/sys"))]
+        return {"keep": keep, "hide": hide}
 
     def _argv(self, run_dir, uid, limits, env, evaluator):
         from qdevolve.sandbox.runner import RUN_FILE
 
         return render_local_argv(self.python, str(self.staging.runner), str(run_dir / RUN_FILE),
-                                 as_root=self.as_root, uid=uid or 0, gid=uid or 0, limits=limits,
-                                 userns=self.userns)
+                                 as_root=self.as_root, limits=limits, userns=self.userns)
+
+    # warm path --------------------------------------------------------------------------
+    def _zygote(self, network: bool) -> Zygote:
+        key = (threading.get_ident(), network)
+        with self._zlock:
+            z = self._zygotes.get(key)
+        if z is None or not z.alive:
+            limits = self.limits.replace(network=network)
+            argv = render_local_argv(self.python, str(self.staging.runner_dir / "zygote.py"), "",
+                                     as_root=self.as_root, limits=limits, userns=self.userns)[:-1]
+            view = self._view(None, None)
+            view["keep"].append(str(self.staging.eval_dir))
+            z = Zygote(argv, {**view, "sys_path": self.sys_path}, self.limits.tmpfs_mb,
+                       render_env(limits, sys_path=self.sys_path))
+            with self._zlock:
+                self._zygotes[key] = z
+        return z
+
+    def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
+        """As :meth:`ProcessSandbox.evaluate`; with ``warm`` a fork of the worker's template."""
+        if not self.warm:
+            return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
+        if self._closed:
+            raise RuntimeError(f"{self.name} sandbox is closed")
+        limits = as_limits(limits) or self.limits
+        ev = self.staging.evaluator(evaluator)
+        uid = self._acquire_uid()
+        clean = False
+        try:
+            nonce = secrets.token_hex(16)
+            job = {
+                "program_source": program.code.encode("utf-8", "surrogateescape"),
+                "program_name": "program.py", "evaluator": None if ev is None else str(ev),
+                "cascade": None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
+                "rlimits": render_rlimits(limits), "cpu_s": float(limits.cpu_s),
+                "call_s": float(limits.call_s or limits.wall_s),
+                "run_s": float(limits.wall_s - min(1.0, 0.25 * limits.wall_s)),
+                "output_bytes": int(limits.output_bytes), "sys_path": self.sys_path, "uid": uid,
+                "tmp_mb": int(limits.tmpfs_mb), "work_mb": int(limits.work_mb),
+                "rebind": [str(self.staging.eval_dir)],
+                "env": render_env(limits, sys_path=self.sys_path),
+            }
+            cap = self._zygote(limits.network).run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
+                                                   stdout_cap=MAX_RECORD_BYTES + 1)
+            clean = not cap.timed_out
+            record, why = parse_record(cap.stdout, nonce, clean_exit=cap.returncode == 0 and not cap.timed_out)
+            outcome = Outcome(exit_code=cap.returncode, shell_style=True, timed_out=cap.timed_out,
+                              record=record, record_error=why, record_missing=record is None and why is None,
+                              cpu_s=limits.cpu_s, cpu_used_s=None, stderr_tail=cap.stderr)
+            return build_result(outcome, runtime_s=cap.runtime_s, stdout="", stderr=cap.stderr,
+                                truncated=[k for k in cap.truncated if k != "stdout"],
+                                artifacts_bytes=limits.artifacts_bytes)
+        except OSError as exc:
+            return EvalResult(status="error", error=f"{self.name} warm sandbox failed: {exc}")
+        finally:
+            self._release_uid(uid, clean=clean)
+
+    def close(self) -> None:
+        with self._zlock:
+            zygotes, self._zygotes = list(self._zygotes.values()), {}
+        for z in zygotes:
+            z.kill()
+        super().close()
 
     def _shell_style(self) -> bool:
         return self.as_root or self.userns

@@ -1,16 +1,18 @@
-"""The trusted runner: executes INSIDE the sandbox, loads the evaluator, writes one record.
+"""The trusted runner: executes INSIDE the sandbox, runs the evaluator, writes one record.
 
-The controller copies this file (stdlib only, no ``qdevolve`` import, so it starts in a few
-milliseconds under ``python -I -S``) into a read-only directory of the sandbox and starts::
+The controller stages this file with ``_standin.py``, ``_wire.py``, ``candidate.py`` and
+``_mountview.py`` (stdlib only, no ``qdevolve`` import) in a read-only directory of the
+sandbox and starts::
 
     python -I -S runner.py WORKDIR/.qdevolve-run
 
-The run file (``marshal``: no import needed to read it) carries the per-run nonce, the program and evaluator paths, the rlimits and the
-cascade thresholds. The runner reads it and deletes it before any untrusted code runs, sets
-its own rlimits (so no ``preexec_fn`` is needed in the multi-threaded controller), opens the
-result file with ``O_EXCL``, imports the evaluator, calls it and writes exactly one JSON
-record ``{"nonce": ..., "status": ..., ...}``. It then leaves with ``os._exit`` so that
-``atexit`` handlers planted by the candidate cannot stall it.
+The runner makes itself non-dumpable, reads the run file (``marshal``: paths, rlimits,
+cascade thresholds; the nonce arrives on stdin for the process backends), builds the
+``local`` view of the host and drops root where asked, sets its rlimits, keeps fd 1 as the
+record channel nobody else holds, forks the candidate process (where all candidate code
+runs), imports the evaluator, calls it (the program it imports is a stand-in for the
+candidate's module, see ``_standin.py``) and writes exactly one JSON record
+``{"nonce": ..., "status": ..., ...}`` to the channel. It leaves with ``os._exit``.
 
 The pure helpers (:func:`normalize_result`, :func:`check_record`) are also imported by the
 controller to validate the record a second time: a record that fails them is ``invalid``.
@@ -23,10 +25,10 @@ import os
 import sys
 
 RUN_FILE = ".qdevolve-run"
-RESULT_FILE = ".qdevolve-result.json"
 MAX_ARTIFACT_CHARS = 65536
 MAX_RECORD_BYTES = 4 << 20
-RECORD_STATUSES = ("ok", "error", "memory", "invalid")
+RECORD_STATUSES = ("ok", "error", "memory", "invalid", "timeout", "killed")
+MAX_ABS = 1e100  # larger |values| overflow sums such as the archive's QD-score
 _RESERVED = ("combined_score", "tests", "features", "artifacts", "error")
 
 
@@ -45,7 +47,17 @@ def _number(name: str, value: object) -> float:
         raise ProtocolError(f"metric {name!r} is not numeric: {exc}") from None
     if not math.isfinite(out):
         raise ProtocolError(f"metric {name!r} is not finite: {out}")
+    if abs(out) > MAX_ABS:
+        raise ProtocolError(f"metric {name!r} = {out:g} exceeds {MAX_ABS:g} in magnitude")
     return out
+
+
+def _surrogate_free(where: str, text: object) -> None:
+    if isinstance(text, str) and not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolError(f"{where} holds a lone surrogate (not valid Unicode text)") from None
 
 
 def _one_line(text: object, limit: int = 500) -> str:
@@ -135,6 +147,14 @@ def check_record(record: object, nonce: str) -> dict:
         raise ProtocolError("result record tests are not a list in [0, 1]")
     if not all(isinstance(v, str) for v in record.get("artifacts", {}).values()):
         raise ProtocolError("result record artifacts are not strings")
+    for key in ("metrics", "features", "artifacts"):
+        for k, v in record.get(key, {}).items():
+            _surrogate_free(f"{key}[{k!r}] name", k)
+            _surrogate_free(f"{key}[{k!r}]", v)
+    for key in ("error", "stdout"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            raise ProtocolError(f"result record field {key!r} is not a string")
+        _surrogate_free(key, record.get(key))
     return record
 
 
@@ -198,17 +218,16 @@ def _reap(keep: set) -> None:
 
 
 def _wipe(path: str) -> None:
-    import shutil
+    """Empty ``path`` without recursion (a candidate may nest thousands of directories)."""
+    import subprocess
 
     for name in os.listdir(path):
-        full = os.path.join(path, name)
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full, ignore_errors=True)
-        else:
-            try:
-                os.unlink(full)
-            except OSError:
-                pass
+        try:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", os.path.join(path, name)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        except Exception:  # noqa: BLE001 - cleanup never stops the next evaluation
+            pass
 
 
 def _load_evaluator(path: str):
@@ -224,18 +243,27 @@ def _load_evaluator(path: str):
     return module
 
 
+def _nondumpable() -> None:
+    """``prctl(PR_SET_DUMPABLE, 0)``: no process of the same uid may ptrace this one or
+    open its ``/proc/<pid>/mem``, ``fd``, ``environ`` (the candidate shares the uid)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
 def _run_builtin(program: str) -> dict:
-    with open(program, "rb") as fh:
-        code = compile(fh.read(), program, "exec")
-    sys.argv = [program]
+    """No evaluator: run the program as ``__main__`` in the candidate; 1.0 on a clean end."""
+    import _standin
+
     try:
-        exec(code, {"__name__": "__main__", "__file__": program, "__builtins__": __builtins__})
+        _standin.load("__main__", program, "__main__")
     except SystemExit as exc:
         code = exc.code
-        if code not in (None, 0):
+        if code not in (None, 0, "", "0", "None"):
             return {"status": "error", "score": 0.0, "error": f"program exited with status {code}",
                     "metrics": {}, "tests": None, "features": {}, "artifacts": {}}
-    sys.stdout.flush()
     return {"status": "ok", "score": 1.0, "metrics": {"exit_ok": 1.0}, "tests": None,
             "features": {}, "artifacts": {}, "error": None}
 
@@ -265,68 +293,118 @@ def _run_evaluator(module, program: str, thresholds) -> dict:
     return merged
 
 
-def _init_and_wait() -> None:
-    """As pid 1 of a fresh pid namespace: fork, reap every orphan, exit like the child.
+def _failure(exc: BaseException, candidate) -> dict:
+    """The record of an evaluation that raised: the candidate's fate when it met one."""
+    import traceback
 
-    A namespace init ignores signals it has no handler for (SIGXCPU, even the kernel's CPU
-    SIGKILL), so the evaluation must not run as pid 1. Exit status: the child's, or 128 + N.
-    """
-    child = os.fork()
-    if child == 0:
-        return
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(1)
-        except InterruptedError:
-            continue
-        if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
+    tb = traceback.format_exc()[-MAX_ARTIFACT_CHARS:]
+    remote = getattr(exc, "remote_traceback", "")
+    artifacts = {"traceback": tb}
+    if remote:
+        artifacts["candidate_traceback"] = remote[-MAX_ARTIFACT_CHARS:]
+    if isinstance(exc, ProtocolError):
+        return {"status": "invalid", "error": f"evaluator result rejected: {exc}"}
+    if isinstance(exc, MemoryError):
+        return {"status": "memory", "error": "MemoryError (memory limit reached)", "artifacts": artifacts}
+    fate = candidate.fate if candidate is not None else None
+    if fate is not None and fate[0] in ("timeout", "memory", "killed"):
+        return {"status": fate[0], "error": fate[1], "artifacts": artifacts}
+    return {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"), "artifacts": artifacts}
 
 
 def main(argv: list) -> None:
-    if os.getpid() == 1:
-        _init_and_wait()
-    me = os.getpid()
+    import signal
+
+    _nondumpable()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as pid 1 a default action means "ignored"
     run_path = argv[1]
     import marshal
 
     with open(run_path, "rb") as fh:
         cfg = marshal.loads(fh.read())
-    os.unlink(run_path)
+    try:
+        os.unlink(run_path)
+    except OSError:  # bound read-only (bwrap): the nonce it holds opens nothing
+        pass
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
         _wipe("/tmp")
-    _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
-    nonce = cfg.pop("nonce")
+        if cfg.get("work_dir"):
+            _wipe(cfg["work_dir"])
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)  # -I leaves the script's directory out
     workdir = os.path.dirname(os.path.abspath(run_path))
-    fd = os.open(os.path.join(workdir, RESULT_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    if cfg.get("view") is not None:  # local: hide the host, private tmpfs, then drop root
+        import _mountview
+
+        _mountview.build(cfg["view"], workdir, int(cfg["tmp_mb"]), int(cfg["work_mb"]))
+        if cfg.get("drop_uid") is not None:
+            _mountview.drop(int(cfg["drop_uid"]), int(cfg["drop_gid"]))
+        _nondumpable()  # a credential change resets the flag to the system's default
+    if cfg.get("work_dir"):  # docker: the program arrives read-only; work in the quota'd tmpfs
+        with open(cfg["program"], "rb") as fh:
+            source = fh.read()
+        workdir = cfg["work_dir"]
+        cfg["program"] = os.path.join(workdir, os.path.basename(cfg["program"]))
+        with open(cfg["program"], "wb") as fh:
+            fh.write(source)
+    _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
+    nonce = cfg.pop("nonce", None)  # None: it arrives on stdin once the candidate exists
+    channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
     for p in cfg.get("sys_path", []):
         sys.path.append(p)
     os.chdir(workdir)
+    import _standin
+
+    drain = _standin.Drain(int(cfg.get("output_bytes", 1 << 20)))
+    import candidate as _candidate  # noqa: F401 - a forked candidate runs it
+
+    sys.path.remove(here)
+    candidate = _standin.Candidate(
+        sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
+        float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9),
+        fork_only=nonce is None)
+    if nonce is None:
+        # fork the candidate from this state (no interpreter start-up), then read the nonce:
+        # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
+        candidate.start()
+        nonce = _read_nonce()
+    finish(cfg, nonce, channel, drain, candidate)
+
+
+def _read_nonce() -> str:
+    data = b""
+    while len(data) < 256:
+        chunk = os.read(0, 256)
+        if not chunk:
+            break
+        data += chunk
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return data.decode("ascii", "replace").strip()
+
+
+def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
+    """Run the evaluation against ``candidate``, write the one record to ``channel``, exit."""
+    import _standin
+
+    _standin.CANDIDATE = candidate
     try:
+        _standin.install(cfg["program"])
         if cfg.get("evaluator"):
-            body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"],
-                                  cfg.get("cascade"))
+            body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"], cfg.get("cascade"))
         else:
             body = _run_builtin(cfg["program"])
-    except ProtocolError as exc:
-        body = {"status": "invalid", "error": f"evaluator result rejected: {exc}"}
-    except MemoryError:
-        body = {"status": "memory", "error": "MemoryError (memory limit reached)"}
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
-        import traceback
-
-        tb = traceback.format_exc()[-MAX_ARTIFACT_CHARS:]
-        body = {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"),
-                "artifacts": {"traceback": tb}}
-    if os.getpid() != me:  # a forked copy of the runner (the candidate forked): no record
-        os._exit(1)
-    body["nonce"] = nonce
+        body = _failure(exc, candidate)
+    candidate.close()
     if cfg.get("reap_keep") is not None:
         _reap(set(cfg["reap_keep"]) | {1})
+    stdout, cut = drain.finish()
+    body["nonce"] = nonce
+    body["stdout"] = stdout
+    body["stdout_truncated"] = cut
     try:
         import resource
 
@@ -337,13 +415,10 @@ def main(argv: list) -> None:
     except BaseException as exc:  # noqa: BLE001
         data = to_json({"nonce": nonce, "status": "error",
                         "error": f"result not serialisable: {_one_line(exc)}"}).encode()
-    os.write(fd, data)
-    os.close(fd)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(channel, view):]
+    os._exit(0)
 
 
 if __name__ == "__main__":

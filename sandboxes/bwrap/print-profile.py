@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from qdevolve.sandbox._common import sandbox_python, site_packages
+from qdevolve.sandbox._staging import sandbox_python, site_packages
 from qdevolve.sandbox.limits import SandboxLimits, render_bwrap_argv, render_env
 
 

@@ -51,7 +51,11 @@ ln -sf "$real" "$root/usr/local/bin/python"
 chmod 1777 "$root/tmp"
 printf 'root:x:0:0:root:/root:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
-cp "$repo/qdevolve/sandbox/runner.py" "$root/opt/qdevolve/runner.py"
+# the trusted side (the backend mounts the controller's own staged copy over /qdevolve/runner;
+# these are for running the image by hand); stdlib + ctypes only
+for f in runner.py _wire.py _standin.py candidate.py _mountview.py zygote.py; do
+    cp "$repo/qdevolve/sandbox/$f" "$root/opt/qdevolve/$f"
+done
 chmod -R a+rX "$root"
 tar -C "$root" -cf - . | docker import \
     --change 'USER 65534:65534' \
@@ -60,5 +64,5 @@ tar -C "$root" -cf - . | docker import \
     --change 'LABEL org.qdevolve.sandbox=1' \
     --change "LABEL org.qdevolve.python=$real" \
     - "$image" >/dev/null
-docker run --rm --network none --user 65534:65534 "$image" "$real" -I -S -c 'import json, math, resource; print("python ok")'
+docker run --rm --network none --user 65534:65534 "$image" "$real" -I -S -c 'import ctypes, json, math, resource, socket, select; ctypes.CDLL(None).prctl; print("python ok")'
 echo "built $image ($(docker image inspect -f '{{.Size}}' "$image") bytes) from $real"

@@ -69,3 +69,14 @@ def test_check_prints_table(tmp_path):
 def test_check_unknown_attack():
     r = qd("check", "--backend", "local", "--only", "nope")
     assert r.returncode == 2 and "unknown attack" in r.stderr
+
+
+def test_exec_prints_candidate_output_terminal_safe(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text("import sys\nsys.stdout.write('title\\x1b]0;pwned\\x07 clip\\x1b]52;c;ZXZpbA==\\x07 nul\\x00 cr\\r "
+                    "query\\x1b[6n bidi\\u202e end\\n')\nsys.stderr.write('err\\x1b[2J\\n')\n")
+    r = qd("exec", str(prog), "--backend", "local", "--wall-s", "10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for raw in ("\x1b", "\x07", "\x00", "\r", "\u202e"):
+        assert raw not in r.stdout
+    assert "\\e]52;c;" in r.stdout and "^@" in r.stdout and "^M" in r.stdout and "\\u202e" in r.stdout

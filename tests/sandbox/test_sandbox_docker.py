@@ -52,7 +52,8 @@ def test_warm_one_container_per_worker_and_cleanup(docker_image, tmp_path):
         ps = box.evaluate(Program(code="import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"),
                           None, LIMITS)
         assert ps.status == "ok"
-        assert len(eval(ps.artifacts["stdout"])) == 3  # tini, the idle process, this runner
+        # tini, the idle process, this runner and its candidate process: nothing left from before
+        assert len(eval(ps.artifacts["stdout"])) == 4
     finally:
         box.close()
     assert not _ours()
@@ -64,6 +65,31 @@ def test_fresh_container_is_removed(docker_image):
         r = box.evaluate(Program(code="import os\nprint(os.getuid(), os.path.exists('/root/.ssh'))"), None, LIMITS)
         assert r.status == "ok" and r.artifacts["stdout"] == "65534 False\n"
         assert box.containers() == []
+    finally:
+        box.close()
+    assert not _ours()
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
+def test_docker_shm_tmp_and_work_dir_are_size_limited_and_forgeries_fail(docker_image, warm):
+    from qdevolve.sandbox.attacks import ATTACKS, HostCanaries, check_attack
+
+    limits = LIMITS.replace(tmpfs_mb=8, work_mb=8, file_size_bytes=4 << 20)
+    # a warm container's tmpfs sizes are those of the sandbox's own limits
+    box = make_box("docker", image=docker_image, warm=warm, limits=limits)
+    try:
+        for where in ("/dev/shm", "/tmp", "."):
+            program = (f"import os\nn = 0\ntry:\n    for i in range(40):\n"
+                       f"        with open(os.path.join({where!r}, f'f{{i}}'), 'wb') as fh:\n"
+                       f"            fh.write(b'0' * (2 << 20))\n        n += 1\n"
+                       f"except OSError as exc:\n    print('stopped', n, exc.errno)\n")
+            r = box.evaluate(Program(code=program), None, limits)
+            assert r.status == "ok", (where, r.error)
+            assert r.artifacts["stdout"].startswith("stopped") and int(r.artifacts["stdout"].split()[1]) <= 4
+        with HostCanaries() as host:
+            for attack in (a for a in ATTACKS if a.honest is not None):
+                row = check_attack(box, attack, host)
+                assert row.passed, (attack.name, row.got, row.failures)
     finally:
         box.close()
     assert not _ours()

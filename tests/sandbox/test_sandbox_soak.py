@@ -19,7 +19,7 @@ import pytest
 
 from qdevolve.db.store import LineageStore
 from qdevolve.sandbox import SandboxLimits
-from qdevolve.sandbox._common import sandbox_processes
+from qdevolve.sandbox._proc import sandbox_processes
 from qdevolve.sandbox.attacks import ATTACKS, HostCanaries
 from qdevolve.types import Program
 

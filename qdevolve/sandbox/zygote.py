@@ -1,0 +1,146 @@
+"""The warm template of the ``local`` sandbox: one pre-imported process per worker.
+
+Started once per worker as ``unshare <namespaces> -- python -I -S zygote.py FD`` (staged
+next to ``runner.py``; stdlib only). As (namespace) root and pid 1 it builds the view of
+the host once (``_mountview``), imports everything an evaluation needs, and then, for each
+job the controller sends on ``FD`` (a ``SOCK_SEQPACKET`` socket: the job as ``marshal``,
+plus the record pipe, the stderr pipe and the nonce pipe as passed descriptors), forks:
+
+* **J** unshares a new mount and pid namespace, mounts a fresh size-limited ``/tmp``,
+  ``/dev/shm`` and work dir (the program inside, root's, read-only, sticky dir), forks R and
+  exits like it;
+* **R** (pid 1 of the new pid namespace, fresh ``/proc``) drops to the job's uid, sets the
+  rlimits, makes itself non-dumpable, forks the candidate C from this clean state, and only
+  then reads the nonce and imports the evaluator; it is the trusted runner from there on
+  (``runner.finish``).
+
+Nothing of one evaluation survives into the next: each has its own processes (the pid
+namespace dies with R), memory (a fork of the untouched template), ``/tmp``, ``/dev/shm``
+and work dir. The zygote reports ``("done", exit status)`` for each job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import marshal
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _mountview  # noqa: E402
+import _standin  # noqa: E402,F401 - pre-imported for the jobs
+import _wire  # noqa: E402,F401
+import candidate  # noqa: E402,F401
+import runner  # noqa: E402
+
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+_libc = ctypes.CDLL(None, use_errno=True)
+WORK = "/tmp/qdevolve-work"
+
+
+def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
+    """J: fresh namespaces and file systems, then R (see the module doc)."""
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
+        os._exit(126)
+    # the staged evaluators live under the host's temp dir: bind them back over the new /tmp
+    keep = [(os.open(p, os.O_PATH), p) for p in job["rebind"] if os.path.isdir(p)]
+    _mountview._tmpfs("/tmp", job["tmp_mb"])
+    for fd, path in keep:
+        os.makedirs(path, exist_ok=True)
+        _mountview._mount(f"/proc/self/fd/{fd}", path, None, _mountview.MS_BIND | _mountview.MS_REC)
+        _mountview._mount(None, path, None, _mountview.MS_BIND | _mountview.MS_REMOUNT
+                          | _mountview.MS_RDONLY | _mountview.MS_NOSUID | _mountview.MS_NODEV)
+        os.close(fd)
+    _mountview._tmpfs("/dev/shm", job["tmp_mb"])
+    os.mkdir(WORK)
+    _mountview._tmpfs(WORK, job["work_mb"])
+    program = os.path.join(WORK, job["program_name"])
+    with open(program, "wb") as fh:
+        fh.write(job["program_source"])
+    os.chmod(program, 0o444)
+    pid = os.fork()
+    if pid:
+        os.close(rec)
+        os.close(err)
+        os.close(nonce_fd)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+    try:
+        _runner(job, program, rec, err, nonce_fd)
+    finally:
+        os._exit(125)
+
+
+def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
+    """R: pid 1 of the job's pid namespace; becomes the trusted runner."""
+    _mountview._mount("proc", "/proc", "proc", _mountview.MS_NOSUID | _mountview.MS_NODEV | 8)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(rec, 1)
+    os.dup2(err, 2)
+    for fd in (devnull, rec, err):
+        os.close(fd)
+    if job.get("uid") is not None:
+        _mountview.drop(job["uid"], job["uid"])
+    runner._nondumpable()
+    runner._set_rlimits({k: tuple(v) for k, v in job["rlimits"].items()})
+    os.environ.clear()
+    os.environ.update(job["env"])
+    for key in ("HOME", "TMPDIR"):  # as in a cold run: home and temp files in the work dir
+        if os.environ.get(key) == "/tmp":
+            os.environ[key] = WORK
+    channel = os.dup(1)
+    drain = _standin.Drain(int(job["output_bytes"]))
+    os.chdir(WORK)
+    here = os.path.dirname(os.path.abspath(__file__))
+    cand = _standin.Candidate(sys.executable, os.path.join(here, "candidate.py"), list(job["sys_path"]),
+                              float(job["call_s"]), float(job["cpu_s"]), float(job["run_s"]), fork_only=True)
+    os.set_inheritable(nonce_fd, False)
+    cand.start()  # forked now: the candidate never holds the nonce or the evaluator
+    nonce = os.read(nonce_fd, 256).decode("ascii", "replace")
+    os.close(nonce_fd)
+    cfg = {"program": program, "evaluator": job["evaluator"], "cascade": job["cascade"]}
+    runner.finish(cfg, nonce, channel, drain, cand)
+
+
+def main(argv: list) -> None:
+    runner._nondumpable()
+    sock = socket.socket(fileno=int(argv[1]))
+    view = marshal.loads(bytes.fromhex(argv[2]))
+    _mountview.build_view(view, int(argv[3]))
+    for p in view.get("sys_path", []):
+        sys.path.append(p)
+    import importlib.util  # noqa: F401 - what evaluators import first
+    import runpy  # noqa: F401
+
+    sock.send(marshal.dumps(("ready",)))
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 24, 3)
+        except OSError:
+            break
+        if not msg or len(fds) != 3:
+            break
+        job = marshal.loads(msg)
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            try:
+                _job(job, *fds)
+            finally:
+                os._exit(124)
+        for fd in fds:
+            os.close(fd)
+        while True:  # pid 1 here: reap everything, report the job's own status
+            done, status = os.waitpid(-1, 0)
+            if done == pid:
+                break
+        code = os.waitstatus_to_exitcode(status)
+        sock.send(marshal.dumps(("done", code if code >= 0 else 128 - code)))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
