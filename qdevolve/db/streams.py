@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,7 +25,7 @@ from sqlalchemy import bindparam, text
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["export_run", "children_of", "replay_stream", "CODE_FEATURES", "needs_code"]
+__all__ = ["export_run", "children_of", "replay_stream", "CODE_FEATURES"]
 
 CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
 _PAGE = 5000
@@ -242,29 +242,21 @@ def children_of(store: LineageStore, parent_ids: Sequence[str],
 
 
 # -- archive replay ----------------------------------------------------------------------------
-def needs_code(spec: Any) -> bool:
-    """Whether an archive spec names a feature computed from the code (anywhere inside it)."""
-    if isinstance(spec, str):
-        return spec in CODE_FEATURES
-    if isinstance(spec, dict):
-        return any(needs_code(v) for v in spec.values())
-    if isinstance(spec, (list, tuple)):
-        return any(needs_code(v) for v in spec)
-    return False
-
-
-def replay_stream(store: LineageStore, run_id: str, *, with_code: bool = False
-                  ) -> Iterator[tuple[int, Program, EvalResult | None]]:
+def replay_stream(store: LineageStore, run_id: str, *,
+                  code_features: Collection[str] | None = ()) -> Iterator[tuple[int, Program, EvalResult | None]]:
     """``(seq, program, latest evaluation)`` in the order the engine added them to the archive
     (by the id of each program's latest evaluation), then the unevaluated programs.
 
     Rows carry what an archive's ``add`` reads: ids, parents, island, generation, code hash,
-    status, score and features. ``code`` is ``""`` unless ``with_code``; metrics and
-    artifacts are left out. Paged by evaluation id, so memory stays flat.
+    status, score and features; metrics and artifacts are left out. ``code`` is loaded only
+    for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
+    computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
+    whose needs are unknown). Paged by evaluation id, so memory stays flat.
     """
-    code = "p.code" if with_code else "''"
+    code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
+        bindparam("ids", expanding=True))
     evaluated = text(
-        f"SELECT ev.id, p.seq, p.id, p.run_id, {code}, p.code_hash, p.generation, p.island, "
+        f"SELECT ev.id, p.seq, p.id, p.run_id, '', p.code_hash, p.generation, p.island, "
         f"p.operator, p.policy_version, p.created_at, ev.status, ev.score, ev.features "
         f"FROM evaluations ev JOIN programs p ON p.id = ev.program_id "
         f"WHERE ev.run_id = :r AND ev.id > :after AND ev.id = "
@@ -275,14 +267,19 @@ def replay_stream(store: LineageStore, run_id: str, *, with_code: bool = False
         with store._connect() as c:
             rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
             parents = _parents(c, [r[2] for r in rows])
+            feats = [json.loads(r[13]) if r[13] else {} for r in rows]
+            want = [r[2] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
+                code_features is None or any(f.get(d) is None for d in code_features))]
+            codes: dict[str, str] = {}
+            for i in range(0, len(want), _CHUNK):
+                codes.update(c.execute(code_q, {"ids": want[i:i + _CHUNK]}).all())
         if not rows:
             break
-        for r in rows:
-            prog = Program(id=r[2], run_id=r[3], code=r[4], code_hash=r[5], generation=r[6],
-                           island=r[7], operator=r[8], policy_version=r[9], created_at=r[10],
-                           parent_ids=tuple(parents.get(r[2], ())))
-            yield r[1], prog, EvalResult(status=r[11], score=r[12],
-                                         features=json.loads(r[13]) if r[13] else {})
+        for r, f in zip(rows, feats, strict=True):
+            prog = Program(id=r[2], run_id=r[3], code=codes.get(r[2], ""), code_hash=r[5],
+                           generation=r[6], island=r[7], operator=r[8], policy_version=r[9],
+                           created_at=r[10], parent_ids=tuple(parents.get(r[2], ())))
+            yield r[1], prog, EvalResult(status=r[11], score=r[12], features=f)
         after = rows[-1][0]
     unevaluated = text(
         "SELECT p.seq, p.id, p.run_id FROM programs p WHERE p.run_id = :r AND p.seq > :after "
