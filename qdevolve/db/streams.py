@@ -37,14 +37,10 @@ _NODE_KEYS = ("id", "run_id", "generation", "island", "operator", "policy_versio
 
 
 # -- paged rows --------------------------------------------------------------------------------
-def _parents(c: Any, ids: Sequence[str]) -> dict[str, list[str]]:
-    """Genealogical parents of ``ids`` in position order (one query per 500 ids)."""
-    q = text(f"SELECT e.child_id, e.parent_id FROM edges e WHERE e.child_id IN :ids AND "
-             f"{_GENEALOGY} ORDER BY e.child_id, e.position").bindparams(bindparam("ids", expanding=True))
+def _grouped(pairs: Any) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for i in range(0, len(ids), _CHUNK):
-        for child, parent in c.execute(q, {"ids": list(ids[i:i + _CHUNK])}):
-            out.setdefault(child, []).append(parent)
+    for child, parent in pairs:
+        out.setdefault(child, []).append(parent)
     return out
 
 
@@ -53,13 +49,16 @@ def _node_pages(store: LineageStore, run_id: str) -> Iterator[list[dict[str, Any
     q = text(f"SELECT p.seq, p.id, p.run_id, p.generation, p.island, p.operator, p.policy_version, "
              f"ev.status, ev.score FROM programs p LEFT JOIN evaluations ev ON {_LATEST} "
              f"WHERE p.run_id = :r AND p.seq > :after ORDER BY p.seq LIMIT :n")
+    links = text(f"SELECT e.child_id, e.parent_id FROM programs p JOIN edges e ON e.child_id = p.id "
+                 f"WHERE p.run_id = :r AND p.seq > :lo AND p.seq <= :hi AND {_GENEALOGY} "
+                 f"ORDER BY e.child_id, e.position")
     after = 0
     while True:
         with store._connect() as c:
             rows = c.execute(q, {"r": run_id, "after": after, "n": _PAGE}).all()
-            parents = _parents(c, [r[1] for r in rows])
-        if not rows:
-            return
+            if not rows:
+                return
+            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}))
         yield [{**dict(zip(_NODE_KEYS, r[1:], strict=True)), "parent_ids": parents.get(r[1], [])}
                for r in rows]
         after = rows[-1][0]
@@ -262,19 +261,22 @@ def replay_stream(store: LineageStore, run_id: str, *,
         f"WHERE ev.run_id = :r AND ev.id > :after AND ev.id = "
         f"(SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = ev.program_id) "
         f"ORDER BY ev.id LIMIT :n")
+    links = text(f"SELECT e.child_id, e.parent_id FROM evaluations ev JOIN edges e ON "
+                 f"e.child_id = ev.program_id WHERE ev.run_id = :r AND ev.id > :lo AND ev.id <= :hi "
+                 f"AND {_GENEALOGY} ORDER BY e.child_id, e.position")
     after = 0
     while True:
         with store._connect() as c:
             rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
-            parents = _parents(c, [r[2] for r in rows])
+            if not rows:
+                break
+            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}))
             feats = [json.loads(r[13]) if r[13] else {} for r in rows]
             want = [r[2] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
                 code_features is None or any(f.get(d) is None for d in code_features))]
             codes: dict[str, str] = {}
             for i in range(0, len(want), _CHUNK):
                 codes.update(c.execute(code_q, {"ids": want[i:i + _CHUNK]}).all())
-        if not rows:
-            break
         for r, f in zip(rows, feats, strict=True):
             prog = Program(id=r[2], run_id=r[3], code=codes.get(r[2], ""), code_hash=r[5],
                            generation=r[6], island=r[7], operator=r[8], policy_version=r[9],
