@@ -26,7 +26,6 @@ from sqlalchemy import bindparam, text
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import DatabaseError
 from qdevolve.textsafe import dot_escape
-from qdevolve.types import EvalResult, Program
 
 __all__ = [
     "GENEALOGY",
@@ -45,10 +44,6 @@ __all__ = [
     "write_dot",
     "node_link",
     "parent_ids",
-    "children_of",
-    "export_run",
-    "replay_stream",
-    "CODE_FEATURES",
 ]
 
 GENEALOGY = ("mutation", "crossover", "migration")

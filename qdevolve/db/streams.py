@@ -255,12 +255,12 @@ def replay_stream(store: LineageStore, run_id: str, *,
     code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
         bindparam("ids", expanding=True))
     evaluated = text(
-        f"SELECT ev.id, p.seq, p.id, p.run_id, '', p.code_hash, p.generation, p.island, "
-        f"p.operator, p.policy_version, p.created_at, ev.status, ev.score, ev.features "
-        f"FROM evaluations ev JOIN programs p ON p.id = ev.program_id "
-        f"WHERE ev.run_id = :r AND ev.id > :after AND ev.id = "
-        f"(SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = ev.program_id) "
-        f"ORDER BY ev.id LIMIT :n")
+        "SELECT ev.id, p.seq, p.id, p.run_id, '', p.code_hash, p.generation, p.island, "
+        "p.operator, p.policy_version, p.created_at, ev.status, ev.score, ev.features "
+        "FROM evaluations ev JOIN programs p ON p.id = ev.program_id "
+        "WHERE ev.run_id = :r AND ev.id > :after AND ev.id = "
+        "(SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = ev.program_id) "
+        "ORDER BY ev.id LIMIT :n")
     links = text(f"SELECT e.child_id, e.parent_id FROM evaluations ev JOIN edges e ON "
                  f"e.child_id = ev.program_id WHERE ev.run_id = :r AND ev.id > :lo AND ev.id <= :hi "
                  f"AND {_GENEALOGY} ORDER BY e.child_id, e.position")
