@@ -144,3 +144,39 @@ def test_memory_sizes(value, expected) -> None:
 def test_bad_memory_sizes_name_the_field(value) -> None:
     with pytest.raises(ConfigError, match="executor_options.memory"):
         parse_memory(value)
+
+
+PLUGIN = '''\
+from qdevolve import registry
+from qdevolve.types import EvalResult
+
+
+@registry.sandbox("shipped_to_ray")
+class Shipped:
+    name = "shipped_to_ray"
+
+    def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
+        return EvalResult(score=float(len(program.code)), metrics={"from_plugin": 1.0})
+
+    def close(self):
+        pass
+'''
+
+
+def test_plugin_files_travel_to_the_workers(executor, evaluator_file: Path, tmp_path: Path) -> None:
+    plugin = tmp_path / "shipped_plugin.py"
+    plugin.write_text(PLUGIN)
+    program = Program(code="x = 12345\n", run_id="ray-test")
+    out = executor.submit(EvalJob(program, evaluator_file, SandboxLimits(wall_s=30),
+                                  {"type": "shipped_to_ray"}, (plugin,))).result(timeout=120)
+    assert out.result.ok and out.result.score == len(program.code)
+    assert out.result.metrics == {"from_plugin": 1.0}
+
+
+def test_a_sandbox_that_cannot_be_built_on_the_worker_is_a_setup_error(executor, evaluator_file: Path) -> None:
+    from qdevolve.errors import EvaluationSetupError
+
+    fut = executor.submit(EvalJob(Program(code="x = 1\n", run_id="ray-test"), evaluator_file,
+                                  SandboxLimits(wall_s=30), {"type": "no_such_sandbox_anywhere"}))
+    with pytest.raises(EvaluationSetupError, match=r"ray:[0-9a-f]+:\d+: cannot evaluate program .*no_such_sandbox_anywhere"):
+        fut.result(timeout=120)
