@@ -115,21 +115,21 @@ def bench(n: int, batch: int, chain: int, workdir: Path) -> list[tuple[str, str,
 
 _MEASURE = ("import resource, subprocess, sys\n"
             "r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n"
-            "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-            "print(r.returncode, peak, r.stdout.count(b'\\n'))\n")
+            "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(r.returncode, ru.ru_maxrss, r.stdout.count(b'\\n'), ru.ru_utime + ru.ru_stime)\n")
 
 
-def _command(args: list[str]) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS (MB) and output lines of one ``qdevolve`` process (a wrapper
-    process reads the child's own ``ru_maxrss``)."""
+def _command(args: list[str]) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS (MB), output lines and CPU seconds of one ``qdevolve`` process
+    (a wrapper process reads the child's own ``ru_maxrss`` and CPU time)."""
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "qdevolve", *args],
                           capture_output=True, text=True)
     wall = time.perf_counter() - t
-    rc, peak_kb, lines = proc.stdout.split()
+    rc, peak_kb, lines, cpu = proc.stdout.split()
     if int(rc) != 0:
         raise SystemExit(f"qdevolve {' '.join(args)} failed: {proc.stderr[-2000:]}")
-    return wall, int(peak_kb) / 1024, int(lines)
+    return wall, int(peak_kb) / 1024, int(lines), float(cpu)
 
 
 def bench_inspect(target: str, n: int, label: str) -> list[tuple[str, str, str, str]]:
@@ -152,9 +152,10 @@ def bench_inspect(target: str, n: int, label: str) -> list[tuple[str, str, str, 
             ("lineage tree --depth 50 --top 1000", ["lineage", "tree", "--db", target, "--run", rid,
                                                     "--depth", "50", "--top", "1000"]),
         ):
-            wall, peak, lines = _command(args)
+            wall, peak, lines, cpu = _command(args)
             rows.append((f"{label}`qdevolve {name}` on a {n:,}-program run (process)", f"{wall:.2f} s",
-                         "<= 3 s, <= 300 MB", f"peak RSS {peak:.0f} MB; {lines:,} lines printed"))
+                         "<= 3 s, <= 300 MB", f"{cpu:.2f} s CPU; peak RSS {peak:.0f} MB; "
+                         f"{lines:,} lines printed; load {os.getloadavg()[0]:.1f}"))
     return rows
 
 

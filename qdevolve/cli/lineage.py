@@ -27,7 +27,12 @@ from qdevolve.textsafe import terminal_safe, terminal_safe_line
 __all__ = ["lineage"]
 
 _DB = db_option()
-_safe = terminal_safe_line
+
+
+def _safe(value: Any) -> str:
+    """One-line terminal-safe text; printable strings (the common case) pass untouched."""
+    text_ = value if isinstance(value, str) else str(value)
+    return text_ if text_.isprintable() else terminal_safe_line(text_)
 _RUN = click.option("--run", "run_id", default=None, help="Run id or unique prefix (default: the latest run).")
 
 
@@ -81,7 +86,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = store.resolve_run(run_id)
             starts, total = L.roots(store, rid, top)
         run = store.get_run(rid)
-        kids = _levels(store, starts, depth, top)
+        kids = _levels(store, rid, starts, depth, top)
         head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {store.count_programs(rid)} programs"
     lines = [head]
     more_roots = total - len(starts)
@@ -93,15 +98,22 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
     click.echo("\n".join(lines))
 
 
-def _levels(store: LineageStore, starts: list[dict[str, Any]], depth: int,
+_WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
+
+
+def _levels(store: LineageStore, run_id: str, starts: list[dict[str, Any]], depth: int,
             top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
-    """Top-``top`` children of every node within ``depth`` levels: one query per level."""
+    """Top-``top`` children of every node within ``depth`` levels: one ranked query per
+    level (per 500 parents), or one streamed pass over the run once a level is wide."""
     kids: dict[str, tuple[list[dict[str, Any]], int]] = {}
     frontier = [s["id"] for s in starts]
     for _ in range(depth):
         todo = [pid for pid in dict.fromkeys(frontier) if pid not in kids]
         if not todo:
             break
+        if len(todo) > _WIDE:
+            everything = streams.all_children(store, run_id, top)
+            return {**everything, **kids}
         kids.update(streams.children_of(store, todo, top))
         frontier = [k["id"] for pid in todo for k in kids[pid][0]]
     return kids

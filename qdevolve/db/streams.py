@@ -25,7 +25,7 @@ from sqlalchemy import bindparam, text
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["export_run", "children_of", "replay_stream", "CODE_FEATURES"]
+__all__ = ["export_run", "children_of", "all_children", "replay_stream", "CODE_FEATURES"]
 
 CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
 _PAGE = 5000
@@ -237,6 +237,27 @@ def children_of(store: LineageStore, parent_ids: Sequence[str],
                 kids, _ = out[row[0]]
                 kids.append(dict(zip(_NODE_KEYS, row[2:], strict=True)))
                 out[row[0]] = (kids, int(row[1]))
+    return out
+
+
+def all_children(store: LineageStore, run_id: str,
+                 top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """:func:`children_of` for every program of the run at once, from one streamed pass over
+    its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
+    kids: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {}
+    seq = 0
+    for page in _node_pages(store, run_id):
+        for node in page:
+            seq += 1
+            parents = node.pop("parent_ids")
+            score = node["score"]
+            key = (score is None, -score if score is not None else 0.0, seq)
+            for pid in dict.fromkeys(parents):
+                kids.setdefault(pid, []).append((key, node))
+    out: dict[str, tuple[list[dict[str, Any]], int]] = {}
+    for pid, items in kids.items():
+        items.sort(key=lambda kv: kv[0])
+        out[pid] = ([n for _, n in items[:top]], len(items))
     return out
 
 
