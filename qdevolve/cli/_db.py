@@ -10,14 +10,16 @@ through :func:`shown`, which masks a URL's password.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from qdevolve.db._open import display_target, normalize_target
+from qdevolve.db._open import display_target, is_url, normalize_target
+from qdevolve.errors import ConfigError
 from qdevolve.textsafe import terminal_safe_line
 
-__all__ = ["DB_ENV", "db_option", "shown", "target"]
+__all__ = ["DB_ENV", "db_option", "shown", "target", "check_new_run", "is_sqlite_path"]
 
 DB_ENV = "QDEVOLVE_DB"
 DB_HELP = (f"Lineage database: a .sqlite path or a SQLAlchemy URL such as "
@@ -27,6 +29,23 @@ DB_HELP = (f"Lineage database: a .sqlite path or a SQLAlchemy URL such as "
 def target(value: str) -> str:
     """The store target for a ``--db`` value (see :func:`normalize_target`)."""
     return normalize_target(value)
+
+
+def is_sqlite_path(value: str) -> bool:
+    """True for a SQLite file target (after :func:`target`), False for a server URL."""
+    return not is_url(value)
+
+
+def check_new_run(value: str) -> None:
+    """For ``qdevolve run``: an existing SQLite file is refused (resume it instead); a server
+    URL may hold other runs (each run has its own id), so it is accepted.
+
+    Raises:
+        ConfigError: the file exists; the hint names it with any password masked.
+    """
+    if is_sqlite_path(value) and Path(value).exists():
+        raise ConfigError(f"{shown(value)}: already exists; continue it with 'qdevolve resume --db "
+                          f"{shown(value)}' or pass a new --db path")
 
 
 def shown(value: Any) -> str:

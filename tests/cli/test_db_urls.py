@@ -103,3 +103,16 @@ def test_postgres_url_for_every_inspection_command(pg_url: str, tmp_path: Path) 
             assert f":{password}@" not in proc.stdout + proc.stderr
     shown = qdevolve("runs", "list", "--db", pg_url, cwd=tmp_path).stdout
     assert ":***@" in shown.replace("\n", "")
+
+
+def test_new_run_target_refuses_an_existing_file_and_accepts_a_server(tmp_path: Path) -> None:
+    from qdevolve.cli._db import check_new_run, shown
+    from qdevolve.errors import ConfigError
+
+    check_new_run(f"postgresql+psycopg://u:{SECRET}@h/db")  # a server holds many runs
+    check_new_run(str(tmp_path / "new.sqlite"))
+    (tmp_path / "old.sqlite").write_bytes(b"")
+    with pytest.raises(ConfigError, match="already exists; continue it with 'qdevolve resume"):
+        check_new_run(str(tmp_path / "old.sqlite"))
+    assert SECRET not in shown(f"postgresql+psycopg://u:{SECRET}@h/db")
+    assert shown("runs/\x1b]52;c;x\x07.sqlite") == "runs/\\e]52;c;x^G.sqlite"
