@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +33,7 @@ _PAGE = 5000
 _CHUNK = 500
 _GENEALOGY = "e.role <> 'inspiration'"
 _LATEST = "ev.id = (SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = p.id)"
+_XML_SPECIAL = re.compile("[&<>\"\x00-\x1f\ufffe\uffff]")  # what lineage._xml rewrites
 _NODE_KEYS = ("id", "run_id", "generation", "island", "operator", "policy_version", "status",
               "score")
 
@@ -58,7 +60,7 @@ def _node_pages(store: LineageStore, run_id: str) -> Iterator[list[dict[str, Any
             rows = c.execute(q, {"r": run_id, "after": after, "n": _PAGE}).all()
             if not rows:
                 return
-            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}))
+            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
         yield [{**dict(zip(_NODE_KEYS, r[1:], strict=True)), "parent_ids": parents.get(r[1], [])}
                for r in rows]
         after = rows[-1][0]
@@ -70,9 +72,9 @@ def _edges(store: LineageStore, run_id: str) -> Iterator[tuple[str, str, str, in
              "JOIN programs a ON a.id = e.parent_id AND a.run_id = :r "
              "JOIN programs b ON b.id = e.child_id AND b.run_id = :r WHERE e.run_id = :r")
     with store._connect() as c:
-        result = c.execution_options(stream_results=True, yield_per=_PAGE).execute(q, {"r": run_id})
-        for row in result:
-            yield row[0], row[1], row[2], row[3]
+        result = c.execution_options(stream_results=True).execute(q, {"r": run_id})
+        while batch := result.fetchmany(_PAGE):
+            yield from batch
 
 
 # -- exports -----------------------------------------------------------------------------------
@@ -131,26 +133,32 @@ class _GraphML:
     def node(self, n: dict[str, Any]) -> None:
         from qdevolve.db.lineage import NO_POLICY
 
-        xml = self.xml
-        parts = [f'<node id="{xml(n["id"])}">']
+        text_ = self.text
+        parts = [f'<node id="{text_(n["id"])}">']
         for i, (name, t) in enumerate(self.NODE):
             v = n[name]
             if name == "parent_ids":
-                v = " ".join(v)
+                v = text_(" ".join(v))
             elif v is None:
                 v = {"long": NO_POLICY, "double": "NaN"}.get(t)
                 if v is None:
                     continue
-            parts.append(f'<data key="n{i}">{xml(v)}</data>')
+            elif isinstance(v, str):
+                v = text_(v)
+            parts.append(f'<data key="n{i}">{v}</data>')
         parts.append("</node>\n")
         self.fh.write("".join(parts))
+
+    def text(self, s: str) -> str:
+        """XML-escaped text; plain strings (hex ids, operator names) skip the escaping."""
+        return self.xml(s) if _XML_SPECIAL.search(s) else s
 
     def between(self) -> None:
         pass
 
     def edge(self, a: str, b: str, role: str, position: int) -> None:
-        xml = self.xml
-        self.fh.write(f'<edge source="{xml(a)}" target="{xml(b)}"><data key="e0">{xml(role)}</data>'
+        t = self.text
+        self.fh.write(f'<edge source="{t(a)}" target="{t(b)}"><data key="e0">{t(role)}</data>'
                       f'<data key="e1">{int(position or 0)}</data></edge>\n')
 
     def end(self) -> None:
@@ -291,7 +299,7 @@ def replay_stream(store: LineageStore, run_id: str, *,
             rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
             if not rows:
                 break
-            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}))
+            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
             feats = [json.loads(r[13]) if r[13] else {} for r in rows]
             want = [r[2] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
                 code_features is None or any(f.get(d) is None for d in code_features))]
