@@ -88,14 +88,33 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
         run = store.get_run(rid)
         kids = _levels(store, rid, starts, depth, top)
         head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {store.count_programs(rid)} programs"
-    lines = [head]
+    lines = _Lines()
+    lines.append(head)
     more_roots = total - len(starts)
     for i, s in enumerate(starts):
         _grow(lines, s, kids, label, depth, "", last=i == len(starts) - 1 and more_roots <= 0,
               level=0, path=frozenset())
     if more_roots > 0:
         lines.append(f"└── ... {more_roots} more roots")
-    click.echo("\n".join(lines))
+    lines.flush()
+
+
+class _Lines:
+    """Lines printed in blocks as the tree is walked (a 200,000-line tree is never held whole)."""
+
+    def __init__(self, block: int = 4096) -> None:
+        self.buf: list[str] = []
+        self.block = block
+
+    def append(self, line: str) -> None:
+        self.buf.append(line)
+        if len(self.buf) >= self.block:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            click.echo("\n".join(self.buf))
+            self.buf = []
 
 
 _WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
@@ -119,7 +138,7 @@ def _levels(store: LineageStore, run_id: str, starts: list[dict[str, Any]], dept
     return kids
 
 
-def _grow(lines: list[str], n: dict[str, Any], kids: dict[str, tuple[list[dict[str, Any]], int]],
+def _grow(lines: _Lines, n: dict[str, Any], kids: dict[str, tuple[list[dict[str, Any]], int]],
           label: str, depth: int, prefix: str, *, last: bool, level: int, path: frozenset[str]) -> None:
     """Append ``n`` and its shown descendants with tree guides (``├──``, ``└──``, ``│``)."""
     lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(n, label)}")

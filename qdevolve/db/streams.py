@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -252,21 +253,26 @@ def all_children(store: LineageStore, run_id: str,
                  top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
     """:func:`children_of` for every program of the run at once, from one streamed pass over
     its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
-    kids: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {}
-    seq = 0
-    for page in _node_pages(store, run_id):
+    kids: dict[str, list[dict[str, Any]]] = {}
+    for page in _node_pages(store, run_id):  # insertion order: the stable sort keeps it on ties
         for node in page:
-            seq += 1
             parents = node.pop("parent_ids")
-            score = node["score"]
-            key = (score is None, -score if score is not None else 0.0, seq)
+            node["run_id"] = run_id  # one string for all (200,000 copies otherwise)
+            node["operator"] = sys.intern(node["operator"] or "")
+            if node["status"] is not None:
+                node["status"] = sys.intern(node["status"])
             for pid in dict.fromkeys(parents):
-                kids.setdefault(pid, []).append((key, node))
+                kids.setdefault(pid, []).append(node)
     out: dict[str, tuple[list[dict[str, Any]], int]] = {}
     for pid, items in kids.items():
-        items.sort(key=lambda kv: kv[0])
-        out[pid] = ([n for _, n in items[:top]], len(items))
+        items.sort(key=_rank)
+        out[pid] = (items[:top], len(items))
     return out
+
+
+def _rank(node: dict[str, Any]) -> tuple[bool, float]:
+    score = node["score"]
+    return (score is None, -score if score is not None else 0.0)
 
 
 # -- archive replay ----------------------------------------------------------------------------
