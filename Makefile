@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # TORCH_PIP_ARGS to a CPU wheel index so pip does not pull a multi-GB CUDA build.
 TORCH_SPEC     ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
-EXTRAS ?= rl,docker,openai,postgres,qd,parity,bench,serve,dev
+EXTRAS ?= rl,docker,openai,postgres,qd,parity,bench,serve,ray,dev
 STAMP  := $(VENV)/.bootstrap-stamp
 RUN_ARGS ?= --iterations 2500 --wall-time 70
 

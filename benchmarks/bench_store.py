@@ -5,6 +5,10 @@ Usage::
     .venv/bin/python benchmarks/bench_store.py                 # print the table
     .venv/bin/python benchmarks/bench_store.py --out benchmarks/results/store.md
 
+Goals (issue 14, item 8): on a 200,000-program run ``archive stats``, ``lineage export
+--format graphml`` and ``lineage tree --depth 50 --top 1000`` each <= 3 s and <= 300 MB (peak
+RSS of the command's process), measured as real ``qdevolve`` processes (``--inspect-n``).
+
 Goals (issue 2): insert >= 20,000 programs/s (each with its parent edge and an evaluation,
 batched); ancestry of a 5,000-deep chain < 50 ms; networkx graph of a 100,000-program run
 < 3 s; GraphML export of it < 10 s. Programs are built before the clock starts, so the
@@ -109,6 +113,52 @@ def bench(n: int, batch: int, chain: int, workdir: Path) -> list[tuple[str, str,
     return rows
 
 
+_MEASURE = ("import resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n"
+            "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(r.returncode, ru.ru_maxrss, r.stdout.count(b'\\n'), ru.ru_utime + ru.ru_stime)\n")
+
+
+def _command(args: list[str]) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS (MB), output lines and CPU seconds of one ``qdevolve`` process
+    (a wrapper process reads the child's own ``ru_maxrss`` and CPU time)."""
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "qdevolve", *args],
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    rc, peak_kb, lines, cpu = proc.stdout.split()
+    if int(rc) != 0:
+        raise SystemExit(f"qdevolve {' '.join(args)} failed: {proc.stderr[-2000:]}")
+    return wall, int(peak_kb) / 1024, int(lines), float(cpu)
+
+
+def bench_inspect(target: str, n: int, label: str) -> list[tuple[str, str, str, str]]:
+    """Inspection commands on a run of ``n`` programs, each a fresh process (wall, peak RSS)."""
+    store = LineageStore(target, create=True)
+    rid = store.create_run(name="inspect", config={"archive": {"type": "map_elites",
+                                                               "feature_dimensions": ["len"]}})
+    progs, results = build_programs(rid, n)
+    for i in range(0, n, 10_000):
+        store.write(programs=progs[i:i + 10_000],
+                    evaluations=[(p.id, r) for p, r in zip(progs[i:i + 10_000], results[i:i + 10_000], strict=True)])
+    store.close()
+    del progs, results
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="qdevolve-bench-out-") as d:
+        for name, args in (
+            ("archive stats", ["archive", "stats", "--db", target, "--run", rid]),
+            ("lineage export --format graphml", ["lineage", "export", "--db", target, "--run", rid,
+                                                 "--format", "graphml", "--out", f"{d}/run.graphml"]),
+            ("lineage tree --depth 50 --top 1000", ["lineage", "tree", "--db", target, "--run", rid,
+                                                    "--depth", "50", "--top", "1000"]),
+        ):
+            wall, peak, lines, cpu = _command(args)
+            rows.append((f"{label}`qdevolve {name}` on a {n:,}-program run (process)", f"{wall:.2f} s",
+                         "<= 3 s, <= 300 MB", f"{cpu:.2f} s CPU; peak RSS {peak:.0f} MB; "
+                         f"{lines:,} lines printed; load {os.getloadavg()[0]:.1f}"))
+    return rows
+
+
 def bench_postgres(url: str, n: int, batch: int, chain: int) -> list[tuple[str, str, str, str]]:
     """The insert, ancestry and graph figures on PostgreSQL (the database is emptied first)."""
     from sqlalchemy import create_engine
@@ -165,11 +215,26 @@ def main() -> None:
     ap.add_argument("--pg", default=os.environ.get("QDEVOLVE_BENCH_PG_URL"),
                     help="also measure this PostgreSQL URL (its qdevolve tables are dropped!)")
     ap.add_argument("--pg-n", type=int, default=20_000, help="programs for the PostgreSQL run")
+    ap.add_argument("--inspect-n", type=int, default=200_000,
+                    help="programs of the run the inspection commands are timed on (0: skip)")
+    ap.add_argument("--only-inspect", action="store_true", help="only the inspection commands")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="qdevolve-bench-") as d:
-        rows = bench(args.n, args.batch, args.chain, Path(d))
+        rows = [] if args.only_inspect else bench(args.n, args.batch, args.chain, Path(d))
+        if args.inspect_n:
+            rows += bench_inspect(str(Path(d) / "inspect.sqlite"), args.inspect_n, "")
     if args.pg:
-        rows += bench_postgres(args.pg, args.pg_n, args.batch, args.chain)
+        if not args.only_inspect:
+            rows += bench_postgres(args.pg, args.pg_n, args.batch, args.chain)
+        if args.inspect_n:
+            from sqlalchemy import create_engine
+
+            from qdevolve.db import schema as S
+
+            eng = create_engine(args.pg)
+            S.metadata.drop_all(eng)
+            eng.dispose()
+            rows += bench_inspect(args.pg, args.inspect_n, "PostgreSQL: ")
     text = table(rows)
     print(text)
     if args.out:

@@ -3,8 +3,11 @@
 Both commands open the store, take the run's archive spec from its stored config
 (``config["archive"]``, default ``{"type": "map_elites"}``), load the run's recorded plugin
 files that still exist, and replay ``add`` over every evaluated program in the order the
-engine added them, i.e. by evaluation id (:func:`replay_rows`,
+engine added them, i.e. by evaluation id (:func:`qdevolve.db.streams.replay_stream`,
 :func:`qdevolve.archive.replay.replay`), so what they show is exactly the archive the engine had.
+The replay streams light rows (no code unless a code-based feature needs it, no metrics or
+artifacts), so a 200,000-program run takes seconds, not minutes. Stored names are printed
+through :mod:`qdevolve.textsafe`.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ import click
 
 from qdevolve import registry
 from qdevolve.archive.replay import Replay, replay
+from qdevolve.cli._db import db_option, shown
+from qdevolve.db import streams
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.errors import ConfigError
+from qdevolve.textsafe import terminal_safe_line as _safe
 from qdevolve.types import EvalResult, Program
 
 __all__ = ["archive", "rebuild", "replay_rows"]
 
-DB_HELP = "Lineage database: a .sqlite path or a SQLAlchemy URL."
 RUN_HELP = "Run id or unique prefix (default: the latest run)."
 
 
@@ -49,7 +54,25 @@ def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tu
             registry.load_plugin_file(pf["path"])
     n_eval = store.count_evaluations(run["id"])
     every = max(1, math.ceil(n_eval / max(points, 1)))
-    return run, replay(spec, replay_rows(store, run["id"]), record_every=every)
+    rows = streams.replay_stream(store, run["id"], code_features=code_features(spec))
+    return run, replay(spec, rows, record_every=every)
+
+
+def code_features(spec: dict[str, Any]) -> set[str] | None:
+    """The built-in code features (``code_length``, ...) the archive computes, found on its
+    feature extractors (islands included); ``None`` when it has none to inspect (a plugin
+    archive: its code is loaded for every admitted row)."""
+    arc = registry.archive.create(spec)
+    found: list[Any] = []
+    todo = [arc]
+    while todo:
+        a = todo.pop()
+        if getattr(a, "extractor", None) is not None:
+            found.append(a.extractor)
+        todo.extend(getattr(a, "islands", None) or [])
+    if not found:
+        return None
+    return {d for ex in found for d in ex.dimensions if d in streams.CODE_FEATURES}
 
 
 def _fmt(v: Any, digits: int = 6) -> str:
@@ -60,7 +83,19 @@ def _fmt(v: Any, digits: int = 6) -> str:
     return str(v)
 
 
-def _summary(run: dict[str, Any], rep: Replay) -> dict[str, Any]:
+def by_worker(store: LineageStore, run_id: str) -> dict[str, int] | None:
+    """Evaluations per worker (``evaluations.worker``), counted in the database; ``None`` on
+    schemas without the column."""
+    from sqlalchemy import inspect
+
+    if "worker" not in {c["name"] for c in inspect(store.engine).get_columns("evaluations")}:
+        return None
+    rows = store.execute("SELECT worker, COUNT(*) FROM evaluations WHERE run_id = :r "
+                         "GROUP BY worker ORDER BY COUNT(*) DESC", r=run_id)
+    return {str(w) if w is not None else "-": int(n) for w, n in rows}
+
+
+def _summary(run: dict[str, Any], rep: Replay, workers: dict[str, int] | None = None) -> dict[str, Any]:
     stats = rep.archive.stats()
     return {
         "run_id": run["id"],
@@ -72,6 +107,7 @@ def _summary(run: dict[str, Any], rep: Replay) -> dict[str, Any]:
         "by_status": dict(sorted(rep.by_status.items())),
         "events": dict(sorted(rep.events.items())),
         "stats": stats,
+        **({"by_worker": workers} if workers is not None else {}),
     }
 
 
@@ -81,24 +117,26 @@ def archive() -> None:
 
 
 @archive.command("stats")
-@click.option("--db", "db", required=True, help=DB_HELP)
+@db_option()
 @click.option("--run", "run_id", default=None, help=RUN_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
     """QD-score, coverage, best score, size, per-island stats and evaluations by status."""
     with open_store(db) as store:
         run, rep = rebuild(store, run_id, points=1)
-    summary = _summary(run, rep)
+        workers = by_worker(store, run["id"])
+    summary = _summary(run, rep, workers)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=float))
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     s = summary["stats"]
     console = Console(width=max(100, Console().width))
-    t = Table(title=f"archive of run {run['id'][:12]} ({run.get('name')}) in {db}", title_justify="left",
-              show_header=False)
+    t = Table(title=Text(f"archive of run {_safe(run['id'][:12])} ({_safe(run.get('name'))}) "
+                         f"in {shown(db)}"), title_justify="left", show_header=False)
     t.add_column("metric")
     t.add_column("value", justify="left")
     rows = [
@@ -116,8 +154,13 @@ def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
     ]
     if "migrations" in s:
         rows.append(("migrations", _fmt(s["migrations"])))
+    if workers:
+        top = list(workers.items())[:5]
+        rest = len(workers) - len(top)
+        rows.append((f"workers ({len(workers)})", ", ".join(f"{w} {n}" for w, n in top)
+                     + (f", ... {rest} more" if rest > 0 else "")))
     for k, v in rows:
-        t.add_row(k, v)
+        t.add_row(Text(_safe(k)), Text(_safe(v)))
     console.print(t)
     if s.get("islands"):
         it = Table(title="islands", title_justify="left")
@@ -126,7 +169,7 @@ def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
         for isl in s["islands"]:
             it.add_row(str(isl["island"]), str(isl["size"]), f"{100 * isl['coverage']:.2f} %",
                        _fmt(isl["qd_score"]), _fmt(isl["best_score"]),
-                       (isl["best_program_id"] or "-")[:12], str(isl.get("offered", "-")))
+                       Text(_safe((isl["best_program_id"] or "-")[:12])), str(isl.get("offered", "-")))
         console.print(it)
 
 
@@ -152,7 +195,7 @@ def _grid_matrix(arc: Any) -> tuple[Any, list[str]] | None:
 
 
 @archive.command("plot")
-@click.option("--db", "db", required=True, help=DB_HELP)
+@db_option()
 @click.option("--run", "run_id", default=None, help=RUN_HELP)
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output image (.png).")
 def plot_cmd(db: str, run_id: str | None, out: str) -> None:
@@ -201,11 +244,11 @@ def plot_cmd(db: str, run_id: str | None, out: str) -> None:
     else:
         ax_hist.text(0.5, 0.5, "no admitted program yet", ha="center", va="center")
         ax_hist.set_axis_off()
-    fig.suptitle(f"run {run['id'][:12]} ({run.get('name')})")
+    fig.suptitle(_safe(f"run {run['id'][:12]} ({run.get('name')})"))
     fig.tight_layout()
     path = Path(out)
     if not path.parent.is_dir():
         raise ConfigError(f"--out {out}: directory {path.parent} does not exist")
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    click.echo(f"wrote {path}")
+    click.echo(f"wrote {_safe(path)}")

@@ -1,8 +1,13 @@
 """``qdevolve lineage``: tree, show, ancestry, diff, export and policy views of a run.
 
-Every command opens the database read-only in spirit (``open_store(path)``, never creating
-it) and accepts unique id prefixes. ``tree`` queries one level at a time (top-K children
-by score per node), so it stays fast and readable on runs of 100,000 programs.
+Every command opens the database read-only in spirit (``open_store(target)``, never creating
+it) and accepts unique id prefixes. ``tree`` fetches one level at a time (the top-K children
+of every node of the level in one ranked query) and prints plain text as it goes, so it
+stays fast on runs of 200,000 programs; ``export`` streams from the database.
+
+Stored text (code, artifacts, names, operators, errors) was written by candidates and
+models: every view prints it through :mod:`qdevolve.textsafe`, so no control sequence or
+bidi override reaches the terminal.
 """
 
 from __future__ import annotations
@@ -13,13 +18,21 @@ from typing import Any
 
 import click
 
+from qdevolve.cli._db import db_option
 from qdevolve.db import lineage as L
+from qdevolve.db import streams
 from qdevolve.db.store import LineageStore, open_store
+from qdevolve.textsafe import terminal_safe, terminal_safe_line
 
 __all__ = ["lineage"]
 
-_DB = click.option("--db", "db", required=True,
-                   help="Lineage database: a .sqlite path or a SQLAlchemy URL.")
+_DB = db_option()
+
+
+def _safe(value: Any) -> str:
+    """One-line terminal-safe text; printable strings (the common case) pass untouched."""
+    text_ = value if isinstance(value, str) else str(value)
+    return text_ if text_.isprintable() else terminal_safe_line(text_)
 _RUN = click.option("--run", "run_id", default=None, help="Run id or unique prefix (default: the latest run).")
 
 
@@ -31,20 +44,20 @@ def _label(node: dict[str, Any], label: str) -> str:
     if label == "score":
         main = f"score={_score(node['score'])}"
     elif label == "operator":
-        main = str(node["operator"])
+        main = _safe(node["operator"])
     else:
         pv = node["policy_version"]
         main = f"policy=v{pv}" if pv is not None else "policy=-"
     extra = [f"gen {node['generation']}"]
     if label != "operator":
-        extra.append(str(node["operator"]))
+        extra.append(_safe(node["operator"]))
     if label != "score":
         extra.append(f"score={_score(node['score'])}")
     if node["status"] not in ("ok", None):
-        extra.append(str(node["status"]))
+        extra.append(_safe(node["status"]))
     elif node["status"] is None:
         extra.append("unevaluated")
-    return f"{node['id'][:10]}  {main}  ({', '.join(extra)})"
+    return f"{_safe(node['id'][:10])}  {main}  ({', '.join(extra)})"
 
 
 @click.group()
@@ -64,10 +77,6 @@ def lineage() -> None:
               show_default=True, help="What each node shows first.")
 def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, label: str) -> None:
     """A run's lineage tree, depth- and top-K-bounded."""
-    from rich.console import Console
-    from rich.text import Text
-    from rich.tree import Tree
-
     with open_store(db) as store:
         if root:
             node = L.nodes(store, [store.get_program(root).id])
@@ -77,23 +86,72 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = store.resolve_run(run_id)
             starts, total = L.roots(store, rid, top)
         run = store.get_run(rid)
-        top_tree = Tree(Text(f"run {rid[:12]} ({run['name']}): {store.count_programs(rid)} programs"))
+        kids = _levels(store, rid, starts, depth, top)
+        head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {store.count_programs(rid)} programs"
+    lines = _Lines()
+    lines.append(head)
+    more_roots = total - len(starts)
+    for i, s in enumerate(starts):
+        _grow(lines, s, kids, label, depth, "", last=i == len(starts) - 1 and more_roots <= 0,
+              level=0, path=frozenset())
+    if more_roots > 0:
+        lines.append(f"└── ... {more_roots} more roots")
+    lines.flush()
 
-        def grow(parent: Tree, n: dict[str, Any], level: int, path: frozenset[str]) -> None:
-            branch = parent.add(Text(_label(n, label)))
-            if level >= depth or n["id"] in path:
-                return
-            kids, n_kids = L.children(store, n["id"], top)
-            for k in kids:
-                grow(branch, k, level + 1, path | {n["id"]})
-            if n_kids > len(kids):
-                branch.add(Text(f"... {n_kids - len(kids)} more", style="dim"))
 
-        for s in starts:
-            grow(top_tree, s, 0, frozenset())
-        if total > len(starts):
-            top_tree.add(Text(f"... {total - len(starts)} more roots", style="dim"))
-    Console(width=max(100, Console().width)).print(top_tree)
+class _Lines:
+    """Lines printed in blocks as the tree is walked (a 200,000-line tree is never held whole)."""
+
+    def __init__(self, block: int = 4096) -> None:
+        self.buf: list[str] = []
+        self.block = block
+
+    def append(self, line: str) -> None:
+        self.buf.append(line)
+        if len(self.buf) >= self.block:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            click.echo("\n".join(self.buf))
+            self.buf = []
+
+
+_WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
+
+
+def _levels(store: LineageStore, run_id: str, starts: list[dict[str, Any]], depth: int,
+            top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """Top-``top`` children of every node within ``depth`` levels: one ranked query per
+    level (per 500 parents), or one streamed pass over the run once a level is wide."""
+    kids: dict[str, tuple[list[dict[str, Any]], int]] = {}
+    frontier = [s["id"] for s in starts]
+    for _ in range(depth):
+        todo = [pid for pid in dict.fromkeys(frontier) if pid not in kids]
+        if not todo:
+            break
+        if len(todo) > _WIDE:
+            everything = streams.all_children(store, run_id, top)
+            return {**everything, **kids}
+        kids.update(streams.children_of(store, todo, top))
+        frontier = [k["id"] for pid in todo for k in kids[pid][0]]
+    return kids
+
+
+def _grow(lines: _Lines, n: dict[str, Any], kids: dict[str, tuple[list[dict[str, Any]], int]],
+          label: str, depth: int, prefix: str, *, last: bool, level: int, path: frozenset[str]) -> None:
+    """Append ``n`` and its shown descendants with tree guides (``├──``, ``└──``, ``│``)."""
+    lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(n, label)}")
+    if level >= depth or n["id"] in path:
+        return
+    inner = prefix + ("    " if last else "│   ")
+    children, n_kids = kids.get(n["id"], ([], 0))
+    more = n_kids - len(children)
+    for i, k in enumerate(children):
+        _grow(lines, k, kids, label, depth, inner, last=i == len(children) - 1 and more <= 0,
+              level=level + 1, path=path | {n["id"]})
+    if more > 0:
+        lines.append(f"{inner}└── ... {more} more")
 
 
 def _print_kv(title: str, d: dict[str, Any]) -> None:
@@ -102,11 +160,11 @@ def _print_kv(title: str, d: dict[str, Any]) -> None:
         click.echo("  (none)")
     for k, v in d.items():
         if isinstance(v, str) and "\n" in v:
-            click.echo(f"  {k}:")
-            for line in v.rstrip("\n").split("\n"):
+            click.echo(f"  {_safe(k)}:")
+            for line in terminal_safe(v).rstrip("\n").split("\n"):
                 click.echo(f"    {line}")
         else:
-            click.echo(f"  {k}: {v}")
+            click.echo(f"  {_safe(k)}: {_safe(v)}")
 
 
 def _diff(a_code: str, b_code: str, a_name: str, b_name: str) -> str:
@@ -123,25 +181,40 @@ def show(program_id: str, db: str) -> None:
         p = store.get_program(program_id)
         r = store.get_evaluation(p.id)
         parent = store.get_program(p.parent_ids[0]) if p.parent_ids else None
-    click.echo(f"program   {p.id}")
-    click.echo(f"run       {p.run_id}")
-    click.echo(f"parents   {', '.join(p.parent_ids) or '(seed)'}")
-    click.echo(f"operator  {p.operator}   generation {p.generation}   island {p.island}   "
+        worker = _worker_of(store, p.id)
+    click.echo(f"program   {_safe(p.id)}")
+    click.echo(f"run       {_safe(p.run_id)}")
+    click.echo(f"parents   {_safe(', '.join(p.parent_ids)) or '(seed)'}")
+    click.echo(f"operator  {_safe(p.operator)}   generation {p.generation}   island {p.island}   "
                f"policy version {'-' if p.policy_version is None else p.policy_version}")
+    if worker:
+        click.echo(f"worker    {_safe(worker)}")
     if r is None:
         click.echo("status    unevaluated")
     else:
-        click.echo(f"status    {r.status}" + (f"   error: {r.error}" if r.error else ""))
+        click.echo(f"status    {_safe(r.status)}" + (f"   error: {_safe(r.error)}" if r.error else ""))
         click.echo(f"score     {_score(r.score)}   runtime {r.runtime_s:.3g}s")
         _print_kv("metrics", r.metrics)
         if r.features:
             _print_kv("features", r.features)
         _print_kv("artifacts", r.artifacts)
     click.echo("code:")
-    click.echo(p.code.rstrip("\n"))
+    click.echo(terminal_safe(p.code.rstrip("\n")))
     if parent is not None:
-        click.echo(f"diff against first parent {parent.id}:")
-        click.echo(_diff(parent.code, p.code, parent.id[:12], p.id[:12]).rstrip("\n") or "(identical code)")
+        click.echo(f"diff against first parent {_safe(parent.id)}:")
+        click.echo(terminal_safe(_diff(parent.code, p.code, parent.id[:12], p.id[:12]).rstrip("\n"))
+                   or "(identical code)")
+
+
+def _worker_of(store: LineageStore, program_id: str) -> str | None:
+    """Where the latest evaluation ran (``evaluations.worker``), on schemas that record it."""
+    from sqlalchemy import inspect
+
+    if "worker" not in {c["name"] for c in inspect(store.engine).get_columns("evaluations")}:
+        return None
+    rows = store.execute("SELECT worker FROM evaluations WHERE program_id = :p ORDER BY id DESC "
+                         "LIMIT 1", p=program_id)
+    return rows[0][0] if rows else None
 
 
 def _rows_table(title: str, rows: list[dict[str, Any]]) -> None:
@@ -153,10 +226,11 @@ def _rows_table(title: str, rows: list[dict[str, Any]]) -> None:
     for col in ("depth", "id", "gen", "operator", "policy", "status", "score", "parents"):
         table.add_column(col, justify="right" if col in ("depth", "gen", "score") else "left")
     for r in rows:
-        table.add_row(str(r["depth"]), r["id"][:12], str(r["generation"]), Text(str(r["operator"])),
+        table.add_row(str(r["depth"]), Text(_safe(r["id"][:12])), str(r["generation"]),
+                      Text(_safe(r["operator"])),
                       "-" if r["policy_version"] is None else str(r["policy_version"]),
-                      str(r["status"] or "unevaluated"), _score(r["score"]),
-                      ", ".join(x[:8] for x in r["parent_ids"]))
+                      Text(_safe(r["status"] or "unevaluated")), _score(r["score"]),
+                      Text(_safe(", ".join(x[:8] for x in r["parent_ids"]))))
     Console(width=max(120, Console().width)).print(table)
 
 
@@ -175,7 +249,7 @@ def ancestry(program_id: str, db: str, as_json: bool) -> None:
     if as_json:
         _dump(rows)
     else:
-        _rows_table(f"ancestry of {rows[0]['id']} ({len(rows) - 1} ancestors)", rows)
+        _rows_table(f"ancestry of {_safe(rows[0]['id'])} ({len(rows) - 1} ancestors)", rows)
 
 
 @lineage.command()
@@ -186,7 +260,7 @@ def diff(a: str, b: str, db: str) -> None:
     """Unified diff between two programs' code."""
     with open_store(db) as store:
         pa, pb = store.get_program(a), store.get_program(b)
-    click.echo(_diff(pa.code, pb.code, pa.id, pb.id).rstrip("\n") or "(identical code)")
+    click.echo(terminal_safe(_diff(pa.code, pb.code, pa.id, pb.id).rstrip("\n")) or "(identical code)")
 
 
 @lineage.command()
@@ -196,11 +270,10 @@ def diff(a: str, b: str, db: str) -> None:
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
               help="File to write.")
 def export(db: str, run_id: str | None, fmt: str, out: str) -> None:
-    """Export a run's lineage graph as GraphML, node-link JSON or DOT."""
+    """Export a run's lineage graph as GraphML, node-link JSON or DOT (streamed)."""
     with open_store(db) as store:
-        g = L.run_graph(store, run_id)
-    L.export(g, out, fmt)
-    click.echo(f"wrote {g.number_of_nodes()} programs and {g.number_of_edges()} edges to {out} ({fmt})")
+        n_nodes, n_edges = streams.export_run(store, run_id, out, fmt)
+    click.echo(f"wrote {n_nodes} programs and {n_edges} edges to {_safe(out)} ({fmt})")
 
 
 _POLICY_METRICS = {
@@ -237,16 +310,17 @@ def policy(db: str, run_id: str | None, as_json: bool) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if not rows:
-        click.echo(f"run {rid}: no policy versions recorded (the run used no trainable policy)")
+        click.echo(f"run {_safe(rid)}: no policy versions recorded (the run used no trainable policy)")
         return
-    table = Table(title=f"policy versions of run {rid[:12]}", title_justify="left")
+    table = Table(title=f"policy versions of run {_safe(rid[:12])}", title_justify="left")
     for col in ("version", "parent", "objective", "step", "programs", "loss", "kl", "entropy", "D_n"):
         table.add_column(col, justify="left" if col == "objective" else "right")
     fmt = lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # noqa: E731
     for r in rows:
-        table.add_row(str(r["version"]), fmt(r["parent_version"]), str(r["objective"] or "-"), str(r["step"]),
+        table.add_row(str(r["version"]), fmt(r["parent_version"]), Text(_safe(r["objective"] or "-")), str(r["step"]),
                       str(r["programs"]), fmt(r["loss"]), fmt(r["kl"]), fmt(r["entropy"]), fmt(r["D_n"]))
     Console(width=max(100, Console().width)).print(table)
 

@@ -7,7 +7,9 @@ import time
 
 import click
 
+from qdevolve.cli._db import db_option, shown
 from qdevolve.db.store import open_store
+from qdevolve.textsafe import terminal_safe_line as _safe
 
 __all__ = ["runs"]
 
@@ -22,13 +24,13 @@ def runs() -> None:
 
 
 @runs.command("list")
-@click.option("--db", "db", required=True, help="Lineage database: a .sqlite path or a SQLAlchemy URL.")
+@db_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def list_runs(db: str, as_json: bool) -> None:
     """Every run with its program count, evaluations and best score."""
     with open_store(db) as store:
         rows = store.list_runs()
-        shown = store.name
+        where = shown(db)
     if as_json:
         keys = ("id", "name", "status", "programs", "evaluations", "best_score", "seed",
                 "example_dir", "created_at", "updated_at")
@@ -38,16 +40,16 @@ def list_runs(db: str, as_json: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"runs in {shown}", title_justify="left")
+    table = Table(title=f"runs in {where}", title_justify="left")
     for col, just in (("id", "left"), ("name", "left"), ("status", "left"), ("programs", "right"),
                       ("evaluations", "right"), ("best score", "right"), ("created", "left")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in rows:
         best = "-" if r["best_score"] is None else f"{r['best_score']:.6g}"
-        table.add_row(r["id"][:12], Text(r["name"]), r["status"], str(r["programs"]),
+        table.add_row(Text(_safe(r["id"][:12])), Text(_safe(r["name"])), Text(_safe(r["status"])), str(r["programs"]),
                       str(r["evaluations"]), best, _when(r["created_at"]))
     console = Console(width=max(120, Console().width))
     if not rows:
-        console.print(f"{shown}: no runs yet")
+        console.print(Text(f"{where}: no runs yet"))
         return
     console.print(table)

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from qdevolve.cli._db import db_option, shown
 from qdevolve.errors import ConfigError
 
 __all__ = ["train", "eval_policy", "parse_kv"]
@@ -56,7 +57,7 @@ def _load_model(task_name: str, model_dir: str | None, cache_dir: str | None, sf
 @click.option("--trainer-arg", multiple=True, metavar="KEY=VALUE",
               help="TrainerConfig field, e.g. learning_rate=1e-3 beta=0.01 (repeatable; see docs/training.md).")
 @click.option("--steps", type=int, required=True, help="Policy updates.")
-@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False), help="Lineage database (created if missing).")
+@db_option(help="Lineage database, created if missing: a .sqlite path or a SQLAlchemy URL (default: $QDEVOLVE_DB).")
 @click.option("--run-id", default=None, help="Run id (default: a new run).")
 @click.option("--model", "model_dir", default=None, type=click.Path(file_okay=False),
               help="Hugging Face model directory (default: the task's tiny base policy).")
@@ -71,7 +72,7 @@ def _load_model(task_name: str, model_dir: str | None, cache_dir: str | None, sf
 @click.option("--save-every", type=int, default=0, help="Store a policy version every N steps (0: only at the end).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed.")
 def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], task_arg: tuple[str, ...],
-          trainer_arg: tuple[str, ...], steps: int, db_path: str, run_id: str | None, model_dir: str | None,
+          trainer_arg: tuple[str, ...], steps: int, db: str, run_id: str | None, model_dir: str | None,
           cache_dir: str | None, sft_steps: int | None, prompts_per_step: int, G: int, outcome_key: str,
           cluster_key: str, save_every: int, seed: int) -> None:
     """Train a policy on a task with a diversity-preserving objective."""
@@ -92,7 +93,7 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
     tcfg = {"max_completion_length": task.max_new_tokens, "seed": seed, **parse_kv(trainer_arg, "--trainer-arg")}
     config = TrainerConfig.from_dict(tcfg, where="--trainer-arg")
     model, tokenizer, model_dir = _load_model(task_name, model_dir, cache_dir, sft_steps, seed)
-    store = LineageStore(db_path)
+    store = LineageStore(db)
     if run_id is None or run_id not in {r["id"] for r in store.list_runs()}:
         run_id = store.create_run(name=f"train-{task_name}-{objective_name}", run_id=run_id, seed=seed, config={
             "task": task_name, "objective": objective_name, "objective_args": parse_kv(objective_arg, "x"),
@@ -114,12 +115,13 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
                             outcome_key=outcome_key, cluster_key=cluster_key, temperature=config.temperature,
                             binary=objective_name == "passk", callback=report)
     version = trainer.save_version(metrics=history[-1] if history else {})
-    console.print(f"run {run_id}: stored policy version {version} (step {trainer.global_step}) in {db_path}")
+    console.print(f"run {run_id}: stored policy version {version} (step {trainer.global_step}) in {shown(db)}",
+                  markup=False, highlight=False)
 
 
 @click.command("eval-policy")
 @click.option("--task", "task_name", required=True, help="Task the policy was trained on.")
-@click.option("--db", "db_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Lineage database.")
+@db_option()
 @click.option("--run-id", default=None, help="Run id (default: the latest run).")
 @click.option("--policy-version", "version", type=int, default=None, help="Version (default: the latest).")
 @click.option("--task-arg", multiple=True, metavar="KEY=VALUE", help="Task setting (repeatable).")
@@ -127,7 +129,7 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
 @click.option("--n", type=int, default=256, show_default=True, help="Samples per prompt.")
 @click.option("--split", default="train", type=click.Choice(["train", "test"]), show_default=True, help="Prompt split.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
-def eval_policy(task_name: str, db_path: str, run_id: str | None, version: int | None, task_arg: tuple[str, ...],
+def eval_policy(task_name: str, db: str, run_id: str | None, version: int | None, task_arg: tuple[str, ...],
                 ks: str, n: int, split: str, seed: int) -> None:
     """Evaluate a stored policy version: pass@k, D_n, entropy, support vs version 0."""
     import torch
@@ -145,11 +147,11 @@ def eval_policy(task_name: str, db_path: str, run_id: str | None, version: int |
         raise ConfigError(f"--k expects comma-separated integers, got {ks!r}") from exc
     if not k_values or min(k_values) < 1 or max(k_values) > n:
         raise ConfigError(f"--k values must lie in [1, --n={n}], got {ks!r}")
-    store = open_store(db_path)
+    store = open_store(db)
     run_id = store.resolve_run(run_id)
     rows = {r["version"]: r for r in store.policy_versions(run_id)}
     if not rows:
-        raise ConfigError(f"run {run_id} in {db_path} has no policy versions; train one with qdevolve train")
+        raise ConfigError(f"run {run_id} in {shown(db)} has no policy versions; train one with qdevolve train")
     version = max(rows) if version is None else version
     if version not in rows:
         raise ConfigError(f"run {run_id} has no policy version {version}; versions: {', '.join(map(str, sorted(rows)))}")

@@ -1,4 +1,10 @@
-"""Opening a database safely: refuse what is not ours without touching it."""
+"""Opening a database safely: refuse what is not ours without touching it.
+
+A database target is either a SQLite file path or a SQLAlchemy URL
+(``postgresql+psycopg://user:pass@host/db``). :func:`normalize_target` tells them apart once,
+at the edge (``sqlite:///file`` becomes the path, so the store's tuned SQLite engine is used),
+and :func:`display_target` is the only way a target is shown: a URL's password masked.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,63 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def is_url(target: str) -> bool:
     return "://" in target
+
+
+def display_target(target: str | Path) -> str:
+    """How messages, hints and logs show a target: a URL's password as ``***``."""
+    text = str(target)
+    if not is_url(text):
+        return text
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(text).render_as_string(hide_password=True)
+    except Exception:  # unparseable: show the scheme only, never what may hold a password
+        return text.split("://", 1)[0] + "://***"
+
+
+def normalize_target(target: str | Path) -> str:
+    """The store target for a ``--db`` value: a path, or a checked SQLAlchemy URL.
+
+    ``sqlite:///relative.sqlite`` and ``sqlite:////abs.sqlite`` become plain paths. Any other
+    URL must name a dialect and driver SQLAlchemy can load; it is never taken as a path.
+
+    Raises:
+        DatabaseError: an unparseable URL, an unknown dialect, a missing driver, or an
+            in-memory SQLite database (nothing would persist); the password is never shown.
+    """
+    text = str(target).strip()
+    if not text:
+        raise DatabaseError("--db: empty database target; pass a .sqlite path or a SQLAlchemy URL")
+    if not is_url(text):
+        return text
+    from sqlalchemy.engine import make_url
+
+    shown = display_target(text)
+    try:
+        url = make_url(text)
+    except Exception as exc:
+        raise DatabaseError(f"--db {shown}: not a valid SQLAlchemy URL ({type(exc).__name__}); "
+                            f"write e.g. postgresql+psycopg://USER:PASSWORD@HOST:5432/DB") from None
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise DatabaseError(f"--db {shown}: an in-memory SQLite database keeps nothing; "
+                                f"pass a file, e.g. sqlite:///archives/run.sqlite")
+        return url.database
+    if url.drivername in ("postgres", "postgresql") and not _importable("psycopg2"):
+        url = url.set(drivername="postgresql+psycopg")  # the driver qdevolve[postgres] installs
+        text = url.render_as_string(hide_password=False)
+    try:
+        dialect = url.get_dialect()
+    except Exception:
+        raise DatabaseError(f"--db {shown}: unknown database kind '{url.drivername}'; use "
+                            f"postgresql+psycopg://USER:PASSWORD@HOST:5432/DB or a .sqlite path") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        raise DatabaseError(f"--db {shown}: the driver for '{url.drivername}' is not installed "
+                            f"({exc.name or exc}); pip install 'qdevolve[postgres]'") from None
+    return text
 
 
 def check_sqlite_file(path: Path, *, create: bool) -> bool:
@@ -72,6 +135,12 @@ def check_sqlite_file(path: Path, *, create: bool) -> bool:
             f"to v{SCHEMA_VERSION}); upgrade qdevolve with 'pip install -U qdevolve'"
         )
     return False
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def _readonly_uri(path: Path) -> str:

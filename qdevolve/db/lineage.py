@@ -25,6 +25,7 @@ from sqlalchemy import bindparam, text
 
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import DatabaseError
+from qdevolve.textsafe import dot_escape
 
 __all__ = [
     "GENEALOGY",
@@ -401,22 +402,32 @@ def write_graphml(graph: nx.DiGraph, path: str | Path) -> None:
 
 
 def _dot_str(v: Any) -> str:
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A double-quoted DOT string: control characters visible, quotes and backslashes escaped,
+    so stored text can never close the string and add nodes or edges to the graph."""
+    return '"' + dot_escape(v) + '"'
+
+
+def _dot_key(k: Any) -> str:
+    """An attribute name: bare when it is a plain identifier, else a quoted string."""
+    return k if isinstance(k, str) and k.isidentifier() and k.isascii() else _dot_str(k)
+
+
+def _dot_label(node_id: Any, score: Any, operator: Any) -> str:
+    shown = "-" if score is None else f"{score:.4g}"
+    return f'"{dot_escape(str(node_id)[:8])}\\n{dot_escape(shown)} {dot_escape(operator or "")}"'
 
 
 def write_dot(graph: nx.DiGraph, path: str | Path) -> None:
     """Graphviz DOT (``dot -Tsvg``); nodes labelled with short id, score and operator."""
     out = ["digraph lineage {\n", "  node [shape=box, fontname=monospace];\n"]
     for name, v in graph.graph.items():
-        out.append(f"  {_dot_str(name)}={_dot_str(v)};\n")
+        out.append(f"  {_dot_key(name)}={_dot_str(v)};\n")
     for n, d in graph.nodes(data=True):
-        score = d.get("score")
-        label = f"{str(n)[:8]}\\n{'-' if score is None else f'{score:.4g}'} {d.get('operator', '')}"
-        attrs = [f"label=\"{label}\""]
+        attrs = [f"label={_dot_label(n, d.get('score'), d.get('operator'))}"]
         for k, v in d.items():
             if k in ("id",) or v is None:
                 continue
-            attrs.append(f"{k}={_dot_str(v)}")
+            attrs.append(f"{_dot_key(k)}={_dot_str(v)}")
         out.append(f"  {_dot_str(n)} [{', '.join(attrs)}];\n")
     for a, b, d in graph.edges(data=True):
         style = ", style=dashed" if d.get("role") == "inspiration" else ""

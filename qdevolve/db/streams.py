@@ -1,0 +1,333 @@
+"""Whole-run views that stay cheap at 200,000 programs: streamed, aggregated in the database.
+
+* :func:`export_run` writes GraphML, node-link JSON or DOT straight from paged queries,
+  without building a networkx graph or holding the file in memory.
+* :func:`children_of` fetches the top-K children of many parents in one query per 500
+  parents (a window function ranks each parent's children), so ``lineage tree`` costs one
+  query per level instead of two per node.
+* :func:`replay_stream` yields the light ``(seq, Program, EvalResult)`` rows an archive
+  replay needs: no code unless a code-based feature needs it, no metrics, no artifacts.
+
+The output of :func:`export_run` equals :func:`qdevolve.db.lineage.export` of
+:func:`qdevolve.db.lineage.run_graph` for every format (same attributes, same escaping).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import bindparam, text
+
+from qdevolve.db.store import LineageStore
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["export_run", "children_of", "all_children", "replay_stream", "CODE_FEATURES"]
+
+CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
+_PAGE = 5000
+_CHUNK = 500
+_GENEALOGY = "e.role <> 'inspiration'"
+_LATEST = "ev.id = (SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = p.id)"
+_XML_SPECIAL = re.compile("[&<>\"\x00-\x1f\ufffe\uffff]")  # what lineage._xml rewrites
+_NODE_KEYS = ("id", "run_id", "generation", "island", "operator", "policy_version", "status",
+              "score")
+
+
+# -- paged rows --------------------------------------------------------------------------------
+def _grouped(pairs: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for child, parent in pairs:
+        out.setdefault(child, []).append(parent)
+    return out
+
+
+def _node_pages(store: LineageStore, run_id: str) -> Iterator[list[dict[str, Any]]]:
+    """The run's nodes (with ``parent_ids``), a page at a time in insertion order."""
+    q = text(f"SELECT p.seq, p.id, p.run_id, p.generation, p.island, p.operator, p.policy_version, "
+             f"ev.status, ev.score FROM programs p LEFT JOIN evaluations ev ON {_LATEST} "
+             f"WHERE p.run_id = :r AND p.seq > :after ORDER BY p.seq LIMIT :n")
+    links = text(f"SELECT e.child_id, e.parent_id FROM programs p JOIN edges e ON e.child_id = p.id "
+                 f"WHERE p.run_id = :r AND p.seq > :lo AND p.seq <= :hi AND {_GENEALOGY} "
+                 f"ORDER BY e.child_id, e.position")
+    after = 0
+    while True:
+        with store._connect() as c:
+            rows = c.execute(q, {"r": run_id, "after": after, "n": _PAGE}).all()
+            if not rows:
+                return
+            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
+        yield [{**dict(zip(_NODE_KEYS, r[1:], strict=True)), "parent_ids": parents.get(r[1], [])}
+               for r in rows]
+        after = rows[-1][0]
+
+
+def _edges(store: LineageStore, run_id: str) -> Iterator[tuple[str, str, str, int]]:
+    """``(parent, child, role, position)`` of the run whose both ends are programs of the run."""
+    q = text("SELECT e.parent_id, e.child_id, e.role, e.position FROM edges e "
+             "JOIN programs a ON a.id = e.parent_id AND a.run_id = :r "
+             "JOIN programs b ON b.id = e.child_id AND b.run_id = :r WHERE e.run_id = :r")
+    with store._connect() as c:
+        result = c.execution_options(stream_results=True).execute(q, {"r": run_id})
+        while batch := result.fetchmany(_PAGE):
+            yield from batch
+
+
+# -- exports -----------------------------------------------------------------------------------
+def export_run(store: LineageStore, run_id: str | None, path: str | Path,
+               format: str = "graphml") -> tuple[int, int]:
+    """Write a run's lineage graph as ``graphml``, ``json`` or ``dot``, streamed.
+
+    Returns:
+        ``(programs, edges)`` written.
+    """
+    from qdevolve.db.lineage import EXPORT_FORMATS
+
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {format!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    rid = store.resolve_run(run_id)
+    writer = {"graphml": _GraphML, "json": _NodeLink, "dot": _Dot}[format]
+    with Path(path).open("w", encoding="utf-8") as fh:
+        w = writer(fh, rid)
+        n_nodes = n_edges = 0
+        for page in _node_pages(store, rid):
+            for node in page:
+                w.node(node)
+            n_nodes += len(page)
+        w.between()
+        for edge in _edges(store, rid):
+            w.edge(*edge)
+            n_edges += 1
+        w.end()
+    return n_nodes, n_edges
+
+
+class _GraphML:
+    """GraphML with the key types :func:`qdevolve.db.lineage.write_graphml` gives a run graph."""
+
+    NODE = (("id", "string"), ("run_id", "string"), ("generation", "long"), ("island", "long"),
+            ("operator", "string"), ("policy_version", "long"), ("status", "string"),
+            ("score", "double"), ("parent_ids", "string"))
+    EDGE = (("role", "string"), ("position", "long"))
+
+    def __init__(self, fh: IO[str], run_id: str) -> None:
+        from qdevolve.db.lineage import _xml
+
+        self.fh, self.xml = fh, _xml
+        fh.write("<?xml version='1.0' encoding='utf-8'?>\n"
+                 '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
+                 'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+                 'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
+                 'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n'
+                 '<key id="d0" for="graph" attr.name="run_id" attr.type="string"/>\n')
+        for i, (name, t) in enumerate(self.NODE):
+            fh.write(f'<key id="n{i}" for="node" attr.name="{name}" attr.type="{t}"/>\n')
+        for i, (name, t) in enumerate(self.EDGE):
+            fh.write(f'<key id="e{i}" for="edge" attr.name="{name}" attr.type="{t}"/>\n')
+        fh.write(f'<graph edgedefault="directed">\n<data key="d0">{_xml(run_id)}</data>\n')
+
+    def node(self, n: dict[str, Any]) -> None:
+        from qdevolve.db.lineage import NO_POLICY
+
+        text_ = self.text
+        parts = [f'<node id="{text_(n["id"])}">']
+        for i, (name, t) in enumerate(self.NODE):
+            v = n[name]
+            if name == "parent_ids":
+                v = text_(" ".join(v))
+            elif v is None:
+                v = {"long": NO_POLICY, "double": "NaN"}.get(t)
+                if v is None:
+                    continue
+            elif isinstance(v, str):
+                v = text_(v)
+            parts.append(f'<data key="n{i}">{v}</data>')
+        parts.append("</node>\n")
+        self.fh.write("".join(parts))
+
+    def text(self, s: str) -> str:
+        """XML-escaped text; plain strings (hex ids, operator names) skip the escaping."""
+        return self.xml(s) if _XML_SPECIAL.search(s) else s
+
+    def between(self) -> None:
+        pass
+
+    def edge(self, a: str, b: str, role: str, position: int) -> None:
+        t = self.text
+        self.fh.write(f'<edge source="{t(a)}" target="{t(b)}"><data key="e0">{t(role)}</data>'
+                      f'<data key="e1">{int(position or 0)}</data></edge>\n')
+
+    def end(self) -> None:
+        self.fh.write("</graph>\n</graphml>\n")
+
+
+class _NodeLink:
+    """networkx node-link JSON (``nodes``/``edges``), ASCII-escaped, non-finite numbers null."""
+
+    def __init__(self, fh: IO[str], run_id: str) -> None:
+        self.fh, self.first = fh, True
+        fh.write('{"directed":true,"multigraph":false,"graph":' + json.dumps({"run_id": run_id})
+                 + ',"nodes":[')
+
+    def node(self, n: dict[str, Any]) -> None:
+        if isinstance(n["score"], float) and not math.isfinite(n["score"]):
+            n = {**n, "score": None}
+        self.fh.write(("" if self.first else ",") + json.dumps(n, separators=(",", ":")))
+        self.first = False
+
+    def between(self) -> None:
+        self.fh.write('],"edges":[')
+        self.first = True
+
+    def edge(self, a: str, b: str, role: str, position: int) -> None:
+        e = {"role": role, "position": position, "source": a, "target": b}
+        self.fh.write(("" if self.first else ",") + json.dumps(e, separators=(",", ":")))
+        self.first = False
+
+    def end(self) -> None:
+        self.fh.write("]}")
+
+
+class _Dot:
+    """Graphviz DOT; every string through :func:`qdevolve.textsafe.dot_escape`."""
+
+    def __init__(self, fh: IO[str], run_id: str) -> None:
+        from qdevolve.db.lineage import _dot_key, _dot_label, _dot_str
+
+        self.fh, self.q, self.key, self.label = fh, _dot_str, _dot_key, _dot_label
+        fh.write("digraph lineage {\n  node [shape=box, fontname=monospace];\n"
+                 f"  run_id={_dot_str(run_id)};\n")
+
+    def node(self, n: dict[str, Any]) -> None:
+        q = self.q
+        attrs = [f"label={self.label(n['id'], n['score'], n['operator'])}"]
+        attrs += [f"{self.key(k)}={q(v)}" for k, v in n.items() if k not in ("id", "parent_ids") and v is not None]
+        self.fh.write(f"  {q(n['id'])} [{', '.join(attrs)}];\n")
+
+    def between(self) -> None:
+        pass
+
+    def edge(self, a: str, b: str, role: str, position: int) -> None:
+        q = self.q
+        style = ", style=dashed" if role == "inspiration" else ""
+        self.fh.write(f"  {q(a)} -> {q(b)} [role={q(role)}{style}];\n")
+
+    def end(self) -> None:
+        self.fh.write("}\n")
+
+
+# -- the tree ----------------------------------------------------------------------------------
+def children_of(store: LineageStore, parent_ids: Sequence[str],
+                top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """For each parent: up to ``top`` children (best score first, unevaluated last, then
+    insertion order) and how many children it has. One ranked query per 500 parents."""
+    q = text(f"""
+        SELECT parent_id, total, id, run_id, generation, island, operator, policy_version,
+               status, score FROM (
+            SELECT e.parent_id, p.id, p.run_id, p.generation, p.island, p.operator,
+                   p.policy_version, ev.status, ev.score,
+                   ROW_NUMBER() OVER (PARTITION BY e.parent_id
+                                      ORDER BY (ev.score IS NULL), ev.score DESC, p.seq) AS rk,
+                   COUNT(*) OVER (PARTITION BY e.parent_id) AS total
+            FROM edges e JOIN programs p ON p.id = e.child_id
+            LEFT JOIN evaluations ev ON {_LATEST}
+            WHERE e.parent_id IN :ids AND {_GENEALOGY}
+        ) ranked WHERE rk <= :k ORDER BY parent_id, rk""").bindparams(bindparam("ids", expanding=True))
+    out: dict[str, tuple[list[dict[str, Any]], int]] = {pid: ([], 0) for pid in parent_ids}
+    ids = list(dict.fromkeys(parent_ids))
+    with store._connect() as c:
+        for i in range(0, len(ids), _CHUNK):
+            for row in c.execute(q, {"ids": ids[i:i + _CHUNK], "k": top}):
+                kids, _ = out[row[0]]
+                kids.append(dict(zip(_NODE_KEYS, row[2:], strict=True)))
+                out[row[0]] = (kids, int(row[1]))
+    return out
+
+
+def all_children(store: LineageStore, run_id: str,
+                 top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """:func:`children_of` for every program of the run at once, from one streamed pass over
+    its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
+    kids: dict[str, list[dict[str, Any]]] = {}
+    for page in _node_pages(store, run_id):  # insertion order: the stable sort keeps it on ties
+        for node in page:
+            parents = node.pop("parent_ids")
+            node["run_id"] = run_id  # one string for all (200,000 copies otherwise)
+            node["operator"] = sys.intern(node["operator"] or "")
+            if node["status"] is not None:
+                node["status"] = sys.intern(node["status"])
+            for pid in dict.fromkeys(parents):
+                kids.setdefault(pid, []).append(node)
+    out: dict[str, tuple[list[dict[str, Any]], int]] = {}
+    for pid, items in kids.items():
+        items.sort(key=_rank)
+        out[pid] = (items[:top], len(items))
+    return out
+
+
+def _rank(node: dict[str, Any]) -> tuple[bool, float]:
+    score = node["score"]
+    return (score is None, -score if score is not None else 0.0)
+
+
+# -- archive replay ----------------------------------------------------------------------------
+def replay_stream(store: LineageStore, run_id: str, *,
+                  code_features: Collection[str] | None = ()) -> Iterator[tuple[int, Program, EvalResult | None]]:
+    """``(seq, program, latest evaluation)`` in the order the engine added them to the archive
+    (by the id of each program's latest evaluation), then the unevaluated programs.
+
+    Rows carry what an archive's ``add`` reads: ids, parents, island, generation, code hash,
+    status, score and features; metrics and artifacts are left out. ``code`` is loaded only
+    for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
+    computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
+    whose needs are unknown). Paged by evaluation id, so memory stays flat.
+    """
+    code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
+        bindparam("ids", expanding=True))
+    evaluated = text(
+        "SELECT ev.id, p.seq, p.id, p.run_id, '', p.code_hash, p.generation, p.island, "
+        "p.operator, p.policy_version, p.created_at, ev.status, ev.score, ev.features "
+        "FROM evaluations ev JOIN programs p ON p.id = ev.program_id "
+        "WHERE ev.run_id = :r AND ev.id > :after AND ev.id = "
+        "(SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = ev.program_id) "
+        "ORDER BY ev.id LIMIT :n")
+    links = text(f"SELECT e.child_id, e.parent_id FROM evaluations ev JOIN edges e ON "
+                 f"e.child_id = ev.program_id WHERE ev.run_id = :r AND ev.id > :lo AND ev.id <= :hi "
+                 f"AND {_GENEALOGY} ORDER BY e.child_id, e.position")
+    after = 0
+    while True:
+        with store._connect() as c:
+            rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
+            if not rows:
+                break
+            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
+            feats = [json.loads(r[13]) if r[13] else {} for r in rows]
+            want = [r[2] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
+                code_features is None or any(f.get(d) is None for d in code_features))]
+            codes: dict[str, str] = {}
+            for i in range(0, len(want), _CHUNK):
+                codes.update(c.execute(code_q, {"ids": want[i:i + _CHUNK]}).all())
+        for r, f in zip(rows, feats, strict=True):
+            prog = Program(id=r[2], run_id=r[3], code=codes.get(r[2], ""), code_hash=r[5],
+                           generation=r[6], island=r[7], operator=r[8], policy_version=r[9],
+                           created_at=r[10], parent_ids=tuple(parents.get(r[2], ())))
+            yield r[1], prog, EvalResult(status=r[11], score=r[12], features=f)
+        after = rows[-1][0]
+    unevaluated = text(
+        "SELECT p.seq, p.id, p.run_id FROM programs p WHERE p.run_id = :r AND p.seq > :after "
+        "AND NOT EXISTS (SELECT 1 FROM evaluations ev WHERE ev.program_id = p.id) "
+        "ORDER BY p.seq LIMIT :n")
+    after = 0
+    while True:
+        with store._connect() as c:
+            rows = c.execute(unevaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
+        if not rows:
+            return
+        for seq, pid, rid in rows:
+            yield seq, Program(id=pid, run_id=rid, code="", code_hash="-"), None
+        after = rows[-1][0]
