@@ -87,8 +87,8 @@ class FewAnswerTask:
     alphabet = "0123456789mr= :"
     max_new_tokens = 3
 
-    def __init__(self, *, n_train: int = 16, n_test: int = 8, n_hard_train: int = 16, n_hard_test: int = 8,
-                 zipf: float = 1.0, wrong_fraction: float = 0.35, hard_wrong_fraction: float = 0.9,
+    def __init__(self, *, n_train: int = 16, n_test: int = 8, n_hard_train: int = 12, n_hard_test: int = 6,
+                 zipf: float = 1.0, wrong_fraction: float = 0.2, hard_wrong_fraction: float = 0.9,
                  task_fraction: float = 1.0, seed: int = 7) -> None:
         if min(n_train, n_hard_train) < 1 or min(n_test, n_hard_test) < 0:
             raise ValueError("FewAnswerTask needs n_train, n_hard_train >= 1 and n_test, n_hard_test >= 0")
