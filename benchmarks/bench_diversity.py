@@ -301,11 +301,14 @@ def main() -> None:
             jobs = [(arm, variant, seed, args.steps, args.lr, args.eval_every)
                     for seed in range(args.seeds) for variant in variants for arm in ["base", *arms]]
             runs = []
+            partial = out.with_suffix(".partial.json")
             for r in pool.map(_run_star, jobs):
                 runs.append(r)
-                c = r["curve"][-1]["train"]
+                c, h = r["curve"][-1]["train"], r["curve"][-1]["held_out"]
                 print(f"{r['variant']:5s} {r['arm']:14s} seed {r['seed']}: pass@1 {c['pass@1']:.3f} effK "
-                      f"{c['effK']:.2f} top {c['top']:.2f} ({r['seconds']:.0f} s)", flush=True)
+                      f"{c['effK']:.2f} top {c['top']:.2f} | held-out pass@1 {h['pass@1']:.3f} effK {h['effK']:.2f} "
+                      f"({r['seconds']:.0f} s)", flush=True)
+                partial.write_text(json.dumps({"runs": runs}))  # what is done survives an interrupted run
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         results = {"meta": {"seeds": args.seeds, "steps": args.steps, "lr": args.lr, "eval_every": args.eval_every,
                             "jobs": args.jobs, "seconds": time.perf_counter() - t0, "base_seconds": base_seconds,
