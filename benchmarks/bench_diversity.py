@@ -165,10 +165,6 @@ def run_one(arm: str, variant: str, seed: int, steps: int, lr: float, eval_every
             "seconds": time.perf_counter() - t0}
 
 
-def _run_star(args: tuple) -> dict[str, Any]:
-    return run_one(*args)
-
-
 # ----------------------------------------------------------------------------- analysis
 def _final(run: dict[str, Any], split: str, key: str) -> float:
     return run["curve"][-1][split][key]
@@ -297,12 +293,19 @@ def main() -> None:
         uptime = os.popen("uptime").read().strip()
         t0 = time.perf_counter()
         with ProcessPoolExecutor(args.jobs) as pool:
-            base_seconds = sum(pool.map(build_base, range(args.seeds)))
-            jobs = [(arm, variant, seed, args.steps, args.lr, args.eval_every)
-                    for seed in range(args.seeds) for variant in variants for arm in ["base", *arms]]
+            # every base build first (cached ones return at once); a seed's runs go in as soon as
+            # its base exists, so the workers never wait for the slowest build
+            bases = {seed: pool.submit(build_base, seed) for seed in range(args.seeds)}
+            pending = []
+            for seed in range(args.seeds):
+                bases[seed].result()
+                pending += [pool.submit(run_one, arm, variant, seed, args.steps, args.lr, args.eval_every)
+                            for variant in variants for arm in ["base", *arms]]
+            base_seconds = sum(f.result() for f in bases.values())
             runs = []
             partial = out.with_suffix(".partial.json")
-            for r in pool.map(_run_star, jobs):
+            for fut in pending:
+                r = fut.result()
                 runs.append(r)
                 c, h = r["curve"][-1]["train"], r["curve"][-1]["held_out"]
                 print(f"{r['variant']:5s} {r['arm']:14s} seed {r['seed']}: pass@1 {c['pass@1']:.3f} effK "
