@@ -2,7 +2,7 @@
 
 Task ``few_answer`` (:mod:`qdevolve.rl.tasks.few_answer`): two-digit answers to residue
 prompts with 4-8 correct answers each, and a tiny GPT-2 base pre-trained on a Zipf-skewed
-corpus (the favourite correct answer of a prompt holds about half of the correct mass), so a
+corpus (the favourite correct answer of a prompt holds about 40 % of the correct draws), so a
 group of G = 8 holds repeated correct answers and GRPO's rich-get-richer drift has a
 favourite to amplify. Every metric is exact: the probabilities of a prompt's few correct
 answers are scored directly, so
@@ -14,9 +14,9 @@ answers are scored directly, so
 * ``modes`` = correct answers above 2 % of the correct mass.
 
 Two variants share the per-seed bases: ``main`` trains on 16 main prompts (base pass@1 about
-0.5) and also measures 8 held-out main prompts (pre-trained, never trained on); ``hard``
-trains on 12 hard prompts (2-4 answers, base pass@1 below 0.1; 6 held out) for the pass@k crossover of
-Yue et al. 2025 (arXiv 2504.13837). Each seed pre-trains its own base (its own init and
+0.75, effK about 4.2) and also measures 8 held-out main prompts (pre-trained, never trained
+on); ``hard`` trains on 12 hard prompts (2-4 answers, base pass@1 about 0.05; 6 held out) for
+the pass@k crossover of Yue et al. 2025 (arXiv 2504.13837). Each seed pre-trains its own base (its own init and
 corpus draws), cached under ``~/.cache/qdevolve/bench_diversity/<task settings hash>``.
 
 Every arm gets the same budget: ``steps`` updates of 8 prompts x G = 8 completions (64
@@ -239,7 +239,8 @@ def report(results: dict[str, Any]) -> str:
              f"lr {meta['lr']}; exact metrics (mean ± std over seeds). Wall time {meta['seconds']:.0f} s with "
              f"{meta['jobs']} processes on a shared machine (load before the run: {meta['uptime']}); "
              f"{meta['cpu_seconds']:.0f} CPU seconds in all, i.e. about {meta['cpu_seconds'] / 2 / 60:.1f} min on 2 "
-             f"idle cores (bases {'built in this run' if meta['base_seconds'] > 5 else 'cached'}).", ""]
+             f"idle cores; base pre-training waited for {meta['base_seconds']:.0f} s of it (0 when every base is "
+             f"cached).", ""]
     for variant, (tr, te) in VARIANTS.items():
         v = s[variant]
         cols = (["pass@1", "effK", "top", "modes", "pass@4", "pass@256"] if variant == "main" else
