@@ -10,7 +10,10 @@ A clusterer is a callable ``clusterer(item) -> str``. ``item`` is one of:
 
 Equal keys mean "same strategy": ``ips`` counts outcome keys and ``rare`` counts cluster
 keys within a group. Built-ins (entry points, imported on first use): ``outcome``,
-``ast_shape``, ``archive_cell``, ``embedding``, ``llm_judge``::
+``ast_shape``, ``archive_cell``, ``embedding``, ``llm_judge``, and three keys that describe
+the child's strategy whether or not the archive admits it: ``feature_cell`` (its own
+behaviour-descriptor cell), ``semantic`` (its outputs on probe inputs) and ``ast_hash`` (its
+normalised syntax tree)::
 
     from qdevolve import registry
     key = registry.cluster.create({"type": "ast_shape"})(rollout)

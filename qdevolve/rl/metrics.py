@@ -13,6 +13,9 @@ Definitions (sources in brackets):
 * D_n: distinct correct answers among n samples.
 * Answer entropy ``H = -sum_a p(a) log p(a)`` (nats) over outcomes (optionally restricted to a
   subset and renormalised) and the effective number of outcomes ``exp(H)``.
+* Share of the top outcome ``max_a p(a) / sum_a p(a)`` and the number of live modes
+  ``|{a : p(a) / sum_b p(b) >= share}|`` (``share = 0.02``: answers above 2 % of the correct
+  mass), both over a restriction such as the correct answers.
 * Jensen-Shannon distance ``sqrt(JS(p, q))`` (natural log, so in [0, sqrt(log 2)]) between
   two distributions, e.g. the trained distribution over correct answers and the uniform one.
 * Support at threshold eps: ``{a : p(a) >= eps}``; against a base policy, retained =
@@ -185,6 +188,22 @@ def answer_entropy(samples: Iterable[Hashable], restrict: Iterable[bool] | None 
 def effective_outcomes(dist: Any, mask: Any = None) -> float:
     """Effective number of outcomes ``exp(H)`` (1 for a point mass, A for uniform over A)."""
     return float(np.exp(entropy(dist, mask)))
+
+
+def top_share(dist: Any, mask: Any = None) -> float:
+    """Share of the largest outcome in the (restricted, renormalised) mass; 0 for no mass."""
+    p = _as_probs(dist, mask)
+    total = p.sum()
+    return float(p.max() / total) if p.size and total > 0 else 0.0
+
+
+def modes_above(dist: Any, share: float = 0.02, mask: Any = None) -> int:
+    """How many outcomes hold at least ``share`` of the (restricted) mass (live modes)."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
+    p = _as_probs(dist, mask)
+    total = p.sum()
+    return int((p / total >= share).sum()) if total > 0 else 0
 
 
 def js_distance(p: Any, q: Any, mask: Any = None) -> float:

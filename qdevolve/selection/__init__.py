@@ -1,12 +1,13 @@
 """Parent selection (plugin kind ``selection``) and inspiration sampling.
 
 Built-ins (each documents its formula and source): ``uniform``, ``tournament``, ``dgm``,
-``power_law``, ``novelty_weighted``. A rule is any object with
+``power_law``, ``novelty_weighted``, ``best_child`` (PUCT over the best child produced). A rule is any object with
 ``select(candidates: Sequence[Elite], rng, n=1) -> list[Elite]``.
 """
 
 from __future__ import annotations
 
+from qdevolve.selection.best_child import BestChildSelection
 from qdevolve.selection.inspirations import sample_inspirations
 from qdevolve.selection.rules import (
     DGMSelection,
@@ -24,5 +25,6 @@ __all__ = [
     "DGMSelection",
     "PowerLawSelection",
     "NoveltyWeightedSelection",
+    "BestChildSelection",
     "sample_inspirations",
 ]

@@ -153,3 +153,16 @@ def test_js_distance_by_hand():
     assert abs(M.js_distance([1.0, 0.0], [0.5, 0.5]) - math.sqrt(js)) < TOL
     # restricted to the first two outcomes and renormalised
     assert M.js_distance([0.2, 0.2, 0.6], [0.4, 0.4, 0.2], mask=[True, True, False]) == 0.0
+
+
+def test_top_share_and_modes_above_by_hand():
+    # correct mass [0.3, 0.1, 0.09, 0.01] of total 0.5 -> shares 0.6, 0.2, 0.18, 0.02
+    p = np.array([0.3, 0.1, 0.09, 0.01, 0.5])
+    correct = np.array([True, True, True, True, False])
+    assert M.top_share(p, correct) == pytest.approx(0.6)
+    assert M.modes_above(p, 0.02, correct) == 4  # 0.01 / 0.5 = 0.02 is at the threshold
+    assert M.modes_above(p, 0.1, correct) == 3
+    assert M.modes_above(p, 0.5, correct) == 1
+    assert M.top_share(np.zeros(3)) == 0.0 and M.modes_above(np.zeros(3)) == 0
+    with pytest.raises(ValueError, match="share"):
+        M.modes_above(p, 0.0)

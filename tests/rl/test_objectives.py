@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+import qdevolve.rl.objectives.entropic  # noqa: F401  (registers it before the entry point is installed)
 from qdevolve import registry
 from qdevolve.errors import PluginError
 from qdevolve.rl import RolloutGroup
@@ -30,6 +31,7 @@ ADVANTAGE_OBJECTIVES = {
     "passk": "PassAtK",
     "lad": "LAD",
     "vpo": "VPO",
+    "entropic": "Entropic",
 }
 
 
@@ -202,11 +204,19 @@ def test_dr_grpo_by_hand():
 
 
 def test_reinforce_rej_by_hand():
+    # Xiong et al.: s = +1 correct, -1 wrong; the advantage is s itself (no baseline).
     obj = make("reinforce_rej")
     mixed = RolloutGroup([1.0, 0.0, 1.0, 1.0])
-    np.testing.assert_allclose(obj.advantages(mixed), [1.0, 0.0, 1.0, 1.0], atol=TOL)
+    np.testing.assert_allclose(obj.advantages(mixed), [1.0, -1.0, 1.0, 1.0], atol=TOL)
+    # baseline = mean: s = [1, -1, 1, 1], mean 0.5 -> [0.5, -1.5, 0.5, 0.5]
     np.testing.assert_allclose(
         make("reinforce_rej", baseline="mean").advantages(mixed),
+        [0.5, -1.5, 0.5, 0.5],
+        atol=TOL,
+    )
+    # the earlier 0/1 reading stays available as reward="raw": [1, 0, 1, 1] - 0.75
+    np.testing.assert_allclose(
+        make("reinforce_rej", reward="raw", baseline="mean").advantages(mixed),
         [0.25, -0.75, 0.25, 0.25],
         atol=TOL,
     )
@@ -217,6 +227,25 @@ def test_reinforce_rej_by_hand():
     assert not obj.rejected(mixed)
     with pytest.raises(ValueError, match="baseline"):
         make("reinforce_rej", baseline="median")
+    with pytest.raises(ValueError, match="reward must be one of"):
+        make("reinforce_rej", reward="binary")
+
+
+def test_reinforce_rej_partial_rewards_and_filter_by_hand():
+    obj = make("reinforce_rej")
+    # graded rewards below tau = 1 are all wrong: [0.5, 0.2, 0.9] -> s = [-1, -1, -1], rejected
+    partial = RolloutGroup([0.5, 0.2, 0.9])
+    assert obj.rejected(partial) and np.array_equal(obj.advantages(partial), np.zeros(3))
+    # tau = 0.5: s = [+1, -1, +1] -> kept, A = s
+    half = make("reinforce_rej", correct_threshold=0.5)
+    np.testing.assert_allclose(half.advantages(partial), [1.0, -1.0, 1.0], atol=TOL)
+    # raw rewards reject only zero variance: [0.5, 0.2, 0.9] is kept with A = r
+    np.testing.assert_allclose(
+        make("reinforce_rej", reward="raw").advantages(partial), [0.5, 0.2, 0.9], atol=TOL
+    )
+    # the published filter drops all-correct and all-wrong prompts from the batch
+    all_right, all_wrong, mixed = (RolloutGroup(r) for r in ([1.0, 1.0], [0.0, 0.0], [0.0, 1.0]))
+    assert obj.select_groups([all_right, mixed, all_wrong]) == [mixed]
 
 
 def test_raft_by_hand():
@@ -264,6 +293,27 @@ def test_ips_mixed_group_floor_and_alpha_by_hand():
     )
 
 
+def test_ips_partial_rewards_are_thresholded_by_hand():
+    # keys a a a b; rewards 1 1 1 0.4. Raw: p_hat = [3/4 x3, 1/4]; r~ = [4/3 x3, 1.6]:
+    # the unique 0.4-credit text outranks the correct answer seen three times.
+    g = RolloutGroup([1.0, 1.0, 1.0, 0.4], outcome_keys=list("aaab"))
+    raw = np.array([4 / 3] * 3 + [1.6])
+    dev = raw - raw.mean()
+    std = math.sqrt((dev**2).sum() / 3)
+    np.testing.assert_allclose(make("ips", reward="raw").advantages(g), dev / (std + EPS), atol=TOL)
+    assert make("ips", reward="raw").advantages(g)[3] > 0
+    # binary (default): b = [1, 1, 1, 0]; r~ = [4/3 x3, 0]; mean 1; deviations [1/3 x3, -1]
+    std = math.sqrt((3 * (1 / 3) ** 2 + 1.0) / 3)
+    expected = np.array([1 / 3] * 3 + [-1.0]) / (std + EPS)
+    np.testing.assert_allclose(make("ips").advantages(g), expected, atol=TOL)
+    # tau = 0.4 makes the partial answer correct: r~ = [4/3 x3, 4]; mean 2; dev [-2/3 x3, 2]
+    std = math.sqrt((3 * (2 / 3) ** 2 + 4.0) / 3)
+    expected = np.array([-2 / 3] * 3 + [2.0]) / (std + EPS)
+    np.testing.assert_allclose(make("ips", correct_threshold=0.4).advantages(g), expected, atol=TOL)
+    with pytest.raises(ValueError, match="reward must be one of"):
+        make("ips", reward="sign")
+
+
 def test_ips_cluster_key_and_missing_keys():
     g = RolloutGroup([1.0, 1.0, 1.0], cluster_keys=["x", "x", "y"])
     # r~ = [3/2, 3/2, 3]; mean 2; deviations [-1/2, -1/2, 1]; var (1/4 + 1/4 + 1) / 2 = 3/4
@@ -280,26 +330,108 @@ def test_ips_cluster_key_and_missing_keys():
 # -- rare -------------------------------------------------------------------------------
 
 
-def test_rare_by_hand():
+def test_rare_all_counts_and_all_signs_by_hand():
+    # the earlier reading: sizes over all G completions, every signed advantage weighted
     g = RolloutGroup([1.0, 1.0, 1.0, 0.0, 0.0, 1.0], cluster_keys=list("xxxyzz"))
     # GRPO: mean 2/3, deviations [1/3 x3, -2/3, -2/3, 1/3]; Bessel var (4/9 + 8/9) / 5
     std = math.sqrt((4 * (1 / 3) ** 2 + 2 * (2 / 3) ** 2) / 5)
     base = np.array([1 / 3, 1 / 3, 1 / 3, -2 / 3, -2 / 3, 1 / 3]) / (std + EPS)
     sizes = np.array([3, 3, 3, 1, 2, 2], dtype=float)
-    np.testing.assert_allclose(make("rare").advantages(g), base / sizes, atol=TOL)
+    old = {"apply_to": "all", "count": "all"}
+    np.testing.assert_allclose(make("rare", **old).advantages(g), base / sizes, atol=TOL)
     np.testing.assert_allclose(
-        make("rare", alpha=0.5).advantages(g), base / np.sqrt(sizes), atol=TOL
+        make("rare", alpha=0.5, **old).advantages(g), base / np.sqrt(sizes), atol=TOL
     )
     positive_only = np.where(base > 0, base / sizes, base)
     np.testing.assert_allclose(
-        make("rare", apply_to="positive").advantages(g), positive_only, atol=TOL
+        make("rare", apply_to="positive", count="all").advantages(g), positive_only, atol=TOL
     )
     np.testing.assert_allclose(make("rare", alpha=0.0).advantages(g), base, atol=TOL)
+
+
+def test_rare_counts_among_correct_by_hand():
+    # Keys x x x y z z; rewards 1 1 1 0 0 1. Correct: indices 0,1,2 (x) and 5 (z).
+    # Among correct: x -> 3, z -> 1 (index 4, a wrong z, no longer counts against index 5).
+    g = RolloutGroup([1.0, 1.0, 1.0, 0.0, 0.0, 1.0], cluster_keys=list("xxxyzz"))
+    std = math.sqrt((4 * (1 / 3) ** 2 + 2 * (2 / 3) ** 2) / 5)
+    base = np.array([1 / 3, 1 / 3, 1 / 3, -2 / 3, -2 / 3, 1 / 3]) / (std + EPS)
+    # default: positive advantages divided by the correct-cluster size, negatives untouched
+    expected = np.array([base[0] / 3, base[1] / 3, base[2] / 3, base[3], base[4], base[5] / 1])
+    np.testing.assert_allclose(make("rare").advantages(g), expected, atol=TOL)
+    # total positive push per correct strategy is equal: x gets 3 x base/3, z gets 1 x base
+    adv = make("rare").advantages(g)
+    assert math.isclose(adv[:3].sum(), adv[5], abs_tol=TOL)
+    # apply_to="all": wrong ones are counted among the wrong (y -> 1, z -> 1): unchanged here
+    np.testing.assert_allclose(make("rare", apply_to="all").advantages(g), expected, atol=TOL)
+    # a partial-credit reward below tau is not correct: rewards 1, 1, 0.5 keys a a a
+    # GRPO: mean 5/6, deviations [1/6, 1/6, -1/3]; var (1/36 + 1/36 + 1/9) / 2 = 1/12
+    g2 = RolloutGroup([1.0, 1.0, 0.5], cluster_keys=["a", "a", "a"])
+    dev = np.array([1 / 6, 1 / 6, -1 / 3]) / (math.sqrt(1 / 12) + EPS)
+    np.testing.assert_allclose(
+        make("rare").advantages(g2), [dev[0] / 2, dev[1] / 2, dev[2]], atol=TOL
+    )
+    # tau = 0.5 makes all three correct: positive ones divided by 3
+    np.testing.assert_allclose(
+        make("rare", correct_threshold=0.5).advantages(g2), [dev[0] / 3, dev[1] / 3, dev[2]],
+        atol=TOL,
+    )
+    with pytest.raises(ValueError, match="count must be one of"):
+        make("rare", count="wrong")
 
 
 def test_rare_requires_cluster_keys():
     with pytest.raises(ValueError, match="cluster_keys"):
         make("rare").advantages(RolloutGroup([1.0, 0.0]))
+
+
+# -- entropic ---------------------------------------------------------------------------
+
+
+def test_entropic_fixed_beta_by_hand():
+    # beta = ln 3, r = [0, 1]: e = exp(beta (r - 1)) = [1/3, 1]; LOO means Z = [1, 1/3]
+    # w = e / Z = [1/3, 3]; A = w - 1 = [-2/3, 2]
+    obj = make("entropic", beta=math.log(3))
+    np.testing.assert_allclose(obj.advantages(RolloutGroup([0.0, 1.0])), [-2 / 3, 2.0], atol=1e-9)
+    # beta = ln 2, r = [0, 1, 2]: e = [1/4, 1/2, 1]; Z_i = mean of the other two
+    # Z = [3/4, 5/8, 3/8]; w = [1/3, 4/5, 8/3]; A = [-2/3, -1/5, 5/3]
+    obj = make("entropic", beta=math.log(2))
+    np.testing.assert_allclose(
+        obj.advantages(RolloutGroup([0.0, 1.0, 2.0])), [-2 / 3, -1 / 5, 5 / 3], atol=1e-9
+    )
+    assert obj.last_beta == math.log(2)
+
+
+def test_entropic_adaptive_beta_meets_the_kl_budget():
+    from qdevolve.rl.objectives.entropic import solve_beta
+
+    # G = 4, one correct: q = [a, 1, 1, 1] / (a + 3) with a = e^beta;
+    # KL(q || U) = log 4 - log(a + 3) + a log(a) / (a + 3)  (worked from the definition)
+    def kl_by_hand(beta: float) -> float:
+        a = math.exp(beta)
+        return math.log(4) - math.log(a + 3) + a * math.log(a) / (a + 3)
+
+    r = [1.0, 0.0, 0.0, 0.0]
+    obj = make("entropic")
+    adv = obj.advantages(RolloutGroup(r))
+    beta = obj.last_beta
+    assert math.isclose(kl_by_hand(beta), math.log(2), abs_tol=1e-9)
+    a = math.exp(beta)  # about 12.9: the best answer gets a / 1 - 1, every other 1 / ((a + 2) / 3) - 1
+    np.testing.assert_allclose(adv, [a - 1, 3 / (a + 2) - 1, 3 / (a + 2) - 1, 3 / (a + 2) - 1],
+                               rtol=1e-6)
+    # the adaptive beta makes advantages invariant to the reward's scale and offset
+    np.testing.assert_allclose(make("entropic").advantages(RolloutGroup([7.0, 5.0, 5.0, 5.0])), adv,
+                               rtol=1e-6)
+    # half the group at the maximum: KL -> log(4/2) = ln 2 only as beta -> infinity (in floats
+    # once exp(-beta) underflows against 1); the search ends at a large beta, where the winners
+    # get (G-1)/(c-1) - 1 = 2 and the rest -1
+    beta_half = solve_beta(np.array([1.0, 1.0, 0.0, 0.0]), beta_max=64.0)
+    assert 30.0 < beta_half <= 64.0
+    np.testing.assert_allclose(make("entropic", beta_max=64.0).advantages(
+        RolloutGroup([1.0, 1.0, 0.0, 0.0])), [2.0, 2.0, -1.0, -1.0], atol=1e-9)
+    with pytest.raises(ValueError, match="beta must be finite"):
+        make("entropic", beta=0.0)
+    with pytest.raises(ValueError, match="iters"):
+        make("entropic", iters=0)
 
 
 # -- passk ------------------------------------------------------------------------------

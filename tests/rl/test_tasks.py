@@ -19,7 +19,7 @@ from qdevolve.rl.tasks.expr_dsl import (
 from qdevolve.rl.tasks.multi_answer import parse_prompt, solutions
 
 
-@pytest.mark.parametrize("name", ["bandit", "multi_answer", "expr_dsl"])
+@pytest.mark.parametrize("name", ["bandit", "multi_answer", "expr_dsl", "few_answer"])
 def test_tasks_follow_protocol(name: str) -> None:
     task = get_task(name)
     assert isinstance(task, Task)
@@ -132,3 +132,35 @@ def test_runner_groups_and_summary_on_a_tiny_model() -> None:
     assert res["pass@4"] == pytest.approx(1 - (1 - e.probs[:8].sum()) ** 4)
     assert res["prompts_lost"] == 0.0 and res["support_lost"] == 0.0
     assert res["D_32"] == len(e.correct_outcomes) <= 8
+
+
+def test_few_answer_task_prompts_verifier_and_skewed_corpus() -> None:
+    from collections import Counter
+
+    from qdevolve.rl.tasks.few_answer import FewAnswerTask, parse_prompt, solutions
+
+    task = get_task("few_answer")
+    assert isinstance(task, FewAnswerTask)
+    for split, (lo, hi) in (("train", (4, 8)), ("test", (4, 8)), ("hard_train", (2, 4)), ("hard_test", (2, 4))):
+        ps = task.prompts(split)
+        assert ps and all(lo <= len(solutions(*parse_prompt(p))) <= hi for p in ps)
+    assert not set(task.prompts("train")) & set(task.prompts("test"))
+    # m=13 r=5: 18, 31, 44, 57, 70, 83, 96 (n = 5 + 13 j between 10 and 99)
+    assert solutions(13, 5) == (18, 31, 44, 57, 70, 83, 96)
+    v = task.verify("m=13 r=5:", "44")
+    assert v.correct and v.reward == 1.0 and v.outcome == "44" and v.strategy == "4"
+    assert not task.verify("m=13 r=5:", "45").correct
+    assert task.verify("m=13 r=5:", "05").outcome is None and task.verify("m=13 r=5:", "100").reward == 0.0
+    assert sorted(task.correct_answers("m=13 r=5:")) == ["18", "31", "44", "57", "70", "83", "96"]
+    with pytest.raises(ValueError, match="split"):
+        task.prompts("valid")
+    # the corpus is Zipf-skewed: on one prompt the favourite is drawn about
+    # 1 / H_7 = 1 / (1 + 1/2 + ... + 1/7) = 0.386 of the correct draws (zipf = 1)
+    one = FewAnswerTask(n_train=1, n_test=0, n_hard_train=1, n_hard_test=0, wrong_fraction=0.0)
+    prompt = one.prompts("train")[0]
+    draws = [a for p, a in one.sft_examples(np.random.default_rng(0), 6000) if p == prompt]
+    fav = one.correct_answers(prompt)[0]
+    n = len(one.correct_answers(prompt))
+    harmonic = sum(1 / k for k in range(1, n + 1))
+    assert Counter(draws)[fav] / len(draws) == pytest.approx(1 / harmonic, abs=0.04)
+    assert all(one.verify(prompt, a).correct for a in draws)

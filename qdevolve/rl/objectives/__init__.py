@@ -8,7 +8,7 @@ use by :data:`qdevolve.registry.objective`; this package deliberately imports no
     adv = obj.advantages(group)          # numpy float64 [G]
 
 Built-ins: ``grpo``, ``dr_grpo``, ``reinforce_rej``, ``raft``, ``ips``, ``rare``, ``passk``,
-``lad``, ``vpo`` (advantages) and ``es`` (a parameter-space update). See ``docs/objectives.md``.
+``lad``, ``vpo``, ``entropic`` (advantages) and ``es`` (a parameter-space update). See ``docs/objectives.md``.
 """
 
 __all__: list[str] = []

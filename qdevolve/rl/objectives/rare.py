@@ -1,25 +1,43 @@
 """Rare: uniqueness-weighted GRPO advantages (kind ``objective``, name ``rare``).
 
 Source: Hu et al. 2026, "Rewarding the Rare: Uniqueness-Aware RL for Creative Problem Solving
-in LLMs", arXiv 2601.08763. Formula **reconstructed** from a secondary source stating the
-paper's equation (diversity-rl.md §4)::
+in LLMs", arXiv 2601.08763. The paper clusters the *correct* solutions of a problem by
+high-level strategy and rewards a correct solution more when its strategy is rare among the
+group's correct solutions. Formula (reconstructed from a secondary source stating the paper's
+equation, diversity-rl.md §4; the counting set follows the paper's abstract: "correct but
+rare strategies")::
 
-    f_i    = |C(i)|                       size of completion i's strategy cluster in the group
+    c_i    = 1[r_i >= tau]                                  correct, tau = correct_threshold
+    f_i    = |{j : k_j = k_i and c_j = c_i}|                cluster size among completions
+                                                            of the same correctness
     w_i    = f_i ** (-alpha)
-    A_i    = w_i · A_i^GRPO               A^GRPO = (r_i - mean_j r_j) / (std_j r_j + 1e-4)
+    A_i^G  = (r_i - mean_j r_j) / (std_j r_j + 1e-4)        GRPO (scale="group")
+    A_i    = w_i · A_i^G    if A_i^G > 0                    (apply_to="positive", default)
+    A_i    = A_i^G          otherwise
 
-Symbols: ``C(i)`` the cluster of completion i under the group's ``cluster_keys`` (from a
-``cluster`` plugin: AST shape, outcome hash, archive cell, embedding, LLM judge); ``alpha``
-in [0, 1] (0 = GRPO; weights lie in [G^-alpha, 1], singletons keep weight 1). Secondary
-sources disagree whether the weight multiplies every signed advantage or only the positive
-ones: ``apply_to="all"`` (default) weights every advantage, ``apply_to="positive"`` only those
-> 0. Because it multiplies the GRPO advantage, an all-correct group still gives zeros.
+Symbols: ``k_i`` the cluster key of completion i (``group.cluster_keys``, from a ``cluster``
+plugin: semantic class, normalised-AST hash, feature cell, embedding, LLM judge); ``alpha``
+in [0, 1] (0 = GRPO; a correct completion in a strategy that c of the group's correct
+completions share gets ``c ** -alpha``, a singleton keeps weight 1). With ``alpha = 1`` every
+correct strategy present in a mixed group receives the same total positive advantage,
+whatever its count, so the frequent strategy no longer gets the larger push (GRPO's
+``dz_i ∝ p_i (r_i - r̄)``). Counting a correct completion's cluster among wrong completions
+too (``count="all"``) mixes the two: with a coarse key a correct answer shares its cluster
+with wrong answers about half the time and is down-weighted for their sake.
 
-Settings: ``alpha`` (>= 0), ``apply_to`` in {"all", "positive"}, ``scale``, ``eps``,
-``batch_std`` (as in ``grpo``).
+Options kept from earlier readings of the paper: ``apply_to="all"`` weights every signed
+advantage (the wrong completions' negative advantages are divided by their own cluster
+sizes too); ``count="all"`` counts cluster sizes over all G completions. Because the weight
+multiplies the GRPO advantage, an all-correct group still gives zeros (unlike ``ips``).
+
+Settings: ``alpha`` (>= 0), ``apply_to`` in {"positive", "all"}, ``count`` in {"correct",
+"all"}, ``correct_threshold`` (tau, default 1.0: rewards in [0, 1] with 1 = fully correct),
+``scale``, ``eps``, ``batch_std`` (as in ``grpo``).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 
@@ -29,12 +47,13 @@ from qdevolve.rl.group import RolloutGroup
 
 __all__ = ["Rare"]
 
-_APPLY = ("all", "positive")
+_APPLY = ("positive", "all")
+_COUNT = ("correct", "all")
 
 
 @registry.objective("rare")
 class Rare(ScaledObjective):
-    """GRPO advantages divided by cluster size to the power alpha."""
+    """GRPO advantages divided by the strategy's count among correct completions (alpha power)."""
 
     name = "rare"
     requires = frozenset({"cluster_keys"})
@@ -43,7 +62,9 @@ class Rare(ScaledObjective):
         self,
         *,
         alpha: float = 1.0,
-        apply_to: str = "all",
+        apply_to: str = "positive",
+        count: str = "correct",
+        correct_threshold: float = 1.0,
         scale: str = "group",
         eps: float = STD_EPS,
         batch_std: float | None = None,
@@ -52,15 +73,32 @@ class Rare(ScaledObjective):
         self.alpha = check_positive("alpha", alpha, allow_zero=True)
         if apply_to not in _APPLY:
             raise ValueError(f"apply_to must be one of {', '.join(_APPLY)}, got {apply_to!r}")
+        if count not in _COUNT:
+            raise ValueError(f"count must be one of {', '.join(_COUNT)}, got {count!r}")
+        tau = float(correct_threshold)
+        if not np.isfinite(tau):
+            raise ValueError(f"correct_threshold must be finite, got {correct_threshold!r}")
         self.apply_to = apply_to
+        self.count = count
+        self.correct_threshold = tau
 
     def scores(self, group: RolloutGroup) -> np.ndarray:
         return group.rewards
 
+    def cluster_sizes(self, group: RolloutGroup) -> np.ndarray:
+        """``f_i`` per completion (module docstring), float64 ``[G]``."""
+        self.check(group)
+        keys = group.cluster_keys or ()
+        if self.count == "all":
+            return key_counts(keys)
+        correct = group.rewards >= self.correct_threshold
+        counts = Counter(zip(keys, correct.tolist(), strict=True))
+        return np.asarray([counts[(k, c)] for k, c in zip(keys, correct.tolist(), strict=True)],
+                          dtype=np.float64)
+
     def weights(self, group: RolloutGroup) -> np.ndarray:
         """``f_i ** -alpha`` per completion."""
-        self.check(group)
-        return key_counts(group.cluster_keys or ()) ** (-self.alpha)
+        return self.cluster_sizes(group) ** (-self.alpha)
 
     def reweight(self, group: RolloutGroup, advantages: np.ndarray) -> np.ndarray:
         w = self.weights(group)
