@@ -9,8 +9,9 @@ from sqlalchemy import Select, func, select
 
 from qdevolve.db import _rows
 from qdevolve.db import schema as S
+from qdevolve.db.records import RunCounts
 
-__all__ = ["parents_of", "programs_with_latest", "evaluated_in_order", "unevaluated"]
+__all__ = ["run_counts", "parents_of", "programs_with_latest", "evaluated_in_order", "unevaluated"]
 
 
 def parents_of(c: Any, ids: Sequence[str]) -> dict[str, list[str]]:
@@ -52,3 +53,29 @@ def unevaluated(run_id: str) -> Select[Any]:
     p, e = S.programs, S.evaluations
     return (select(p).where(p.c.run_id == run_id, ~select(e.c.id).where(e.c.program_id == p.c.id).exists())
             .order_by(p.c.seq))
+
+
+def run_counts(c: Any, run_id: str) -> RunCounts:
+    """Children, evaluated children, latest status counts, seed and best score of a run."""
+    p, e = S.programs, S.evaluations
+    e2 = e.alias("e2")
+    latest = select(func.max(e2.c.id)).where(e2.c.program_id == e.c.program_id).correlate(e).scalar_subquery()
+    rows = c.execute(select(p.c.id, p.c.operator, e.c.status, e.c.score).select_from(
+        e.join(p, p.c.id == e.c.program_id)).where(e.c.run_id == run_id, e.c.id == latest)
+        .order_by(e.c.id)).all()
+    n_prog = c.execute(select(func.count()).select_from(p).where(p.c.run_id == run_id, p.c.operator != "seed")).scalar()
+    by_status: dict[str, int] = {}
+    seed = best = best_id = None
+    evaluated = 0
+    for pid, op, status, score in rows:
+        by_status[status] = by_status.get(status, 0) + 1
+        if op == "seed":
+            seed = score
+            if score is None:
+                continue
+        else:
+            evaluated += 1
+        if status == "ok" and score is not None and (best is None or score > best):
+            best, best_id = score, pid
+    return RunCounts(children=int(n_prog or 0), children_evaluated=evaluated, by_status=by_status,
+                     seed_score=seed, best_score=best, best_id=best_id)

@@ -9,7 +9,7 @@ exactly those columns, so adding a column to ``schema.py`` without mapping it fa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
@@ -17,7 +17,8 @@ from sqlalchemy import Table
 
 from qdevolve.db import schema as S
 from qdevolve.db._codec import dumps, finite_or_none, loads, text
-from qdevolve.db.records import EdgeRecord, EvaluationRecord
+from qdevolve.db.records import EdgeRecord, EvaluationRecord, as_edge, as_evaluation
+from qdevolve.errors import DatabaseError
 from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout
 
 __all__ = ["Mapper", "PROGRAM", "EDGE", "EVALUATION", "EVENT", "ROLLOUT", "STATE", "program_from_row",
@@ -147,3 +148,42 @@ def rollout_from_row(row: Any) -> Rollout:
                    cluster_key=row.cluster_key, finish_reason=row.finish_reason, prompt_tokens=row.prompt_tokens,
                    completion_tokens=row.completion_tokens, created_at=row.created_at,
                    metadata=loads(row.metadata, {}))
+
+
+def resolve_batch(programs: Sequence[Program], evaluations: Sequence[Any], edges: Sequence[Any],
+                  events: Sequence[ArchiveEvent], run_id: str | None,
+                  lookup: Callable[[set[str]], dict[str, str]],
+                  where: str) -> tuple[list[EdgeRecord], list[EvaluationRecord]]:
+    """Records of one write with every run id filled in.
+
+    Each program implies one edge per parent (role ``crossover`` for two or more parents,
+    else ``mutation``; ``metadata["edge_role"]`` overrides). A row without a run id takes
+    its program's: from this batch, else from ``run_id``, else looked up in the database.
+    """
+    run_of = {p.id: p.run_id for p in programs}
+    if any(not r for r in run_of.values()):
+        raise ValueError(f"program {next(k for k, v in run_of.items() if not v)} has no run_id")
+    edge_recs = [EdgeRecord(parent, p.id, p.metadata.get("edge_role") or
+                            ("crossover" if len(p.parent_ids) > 1 else "mutation"), i, p.run_id)
+                 for p in programs for i, parent in enumerate(p.parent_ids)]
+    edge_recs += [as_edge(e) for e in edges]
+    evals = [as_evaluation(e) for e in evaluations]
+    if not run_id:
+        missing = {e.child_id for e in edge_recs if not e.run_id} | {e.program_id for e in evals if not e.run_id}
+        missing |= {e.program_id for e in events if not e.run_id}
+        missing -= set(run_of)
+        if missing:
+            run_of.update(lookup(missing))
+
+    def rid(pid: str, what: str) -> str:
+        found = run_of.get(pid) or run_id
+        if not found:
+            raise DatabaseError(f"{where}: {what} for unknown program id {pid}")
+        return found
+
+    edge_recs = [e if e.run_id else replace(e, run_id=rid(e.child_id, "edge")) for e in edge_recs]
+    evals = [e if e.run_id else replace(e, run_id=rid(e.program_id, "evaluation")) for e in evals]
+    for ev in events:
+        if not ev.run_id:
+            ev.run_id = rid(ev.program_id, "archive event")
+    return edge_recs, evals

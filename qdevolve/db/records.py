@@ -13,7 +13,7 @@ from typing import Any
 
 from qdevolve.types import EvalResult
 
-__all__ = ["EvaluationRecord", "EdgeRecord", "RewardRecord", "as_evaluation", "as_edge", "as_reward"]
+__all__ = ["EvaluationRecord", "EdgeRecord", "RewardRecord", "RunCounts", "as_evaluation", "as_edge", "as_reward"]
 
 
 @dataclass(frozen=True)
@@ -81,3 +81,23 @@ def as_reward(item: RewardRecord | tuple[Any, ...]) -> RewardRecord:
         return item
     rid, reward, vector, key = item
     return RewardRecord(rid, reward, vector, key)
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """Aggregates of one run (what a resumed engine's ledger starts from).
+
+    Attributes:
+        children: Programs other than the seed.
+        children_evaluated: Of those, how many have an evaluation.
+        by_status: Latest status of every evaluated program (seed included) -> count.
+        seed_score: The seed's latest score.
+        best_score / best_id: Highest finite ``ok`` score and its program.
+    """
+
+    children: int
+    children_evaluated: int
+    by_status: dict[str, int]
+    seed_score: float | None
+    best_score: float | None
+    best_id: str | None

@@ -26,14 +26,7 @@ from qdevolve.db import schema as S
 from qdevolve.db._codec import dumps, finite_or_none, loads
 from qdevolve.db._codec import text as text_col
 from qdevolve.db._lease import RunLease, RunLocked
-from qdevolve.db.records import (
-    EdgeRecord,
-    EvaluationRecord,
-    RewardRecord,
-    as_edge,
-    as_evaluation,
-    as_reward,
-)
+from qdevolve.db.records import EdgeRecord, EvaluationRecord, RewardRecord, RunCounts, as_reward
 from qdevolve.errors import DatabaseError
 from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout, new_id
 
@@ -195,34 +188,8 @@ class LineageStore:
         """
         if state and not run_id:
             raise ValueError("write(state=...) needs run_id")
-        run_of = {p.id: p.run_id for p in programs}
-        if any(not r for r in run_of.values()):
-            raise ValueError(f"program {next(k for k, v in run_of.items() if not v)} has no run_id")
-        edge_recs = [EdgeRecord(parent, p.id, p.metadata.get("edge_role") or
-                                ("crossover" if len(p.parent_ids) > 1 else "mutation"), i, p.run_id)
-                     for p in programs for i, parent in enumerate(p.parent_ids)]
-        edge_recs += [as_edge(e) for e in edges]
-        evals = [as_evaluation(e) for e in evaluations]
-        missing = {e.child_id for e in edge_recs if not e.run_id and e.child_id not in run_of and not run_id}
-        missing |= {e.program_id for e in evals if not e.run_id and e.program_id not in run_of and not run_id}
-        missing |= {e.program_id for e in events if not e.run_id and e.program_id not in run_of and not run_id}
-        if missing:
-            run_of.update(self._run_ids_of(missing))
-
-        def rid(pid: str, what: str) -> str:
-            found = run_of.get(pid) or run_id
-            if not found:
-                raise DatabaseError(f"{self.name}: {what} for unknown program id {pid}")
-            return found
-
-        edge_recs = [e if e.run_id else EdgeRecord(e.parent_id, e.child_id, e.role, e.position,
-                                                   rid(e.child_id, "edge")) for e in edge_recs]
-        evals = [e if e.run_id else EvaluationRecord(e.program_id, e.result, e.sandbox, e.worker,
-                                                     rid(e.program_id, "evaluation"), e.created_at)
-                 for e in evals]
-        for ev in events:
-            if not ev.run_id:
-                ev.run_id = rid(ev.program_id, "archive event")
+        edge_recs, evals = _rows.resolve_batch(programs, evaluations, edges, events, run_id,
+                                               self._run_ids_of, self.name)
         ctx = {"now": time.time(), "run_id": run_id or ""}
         with self._begin() as c:
             self._insert(c, _rows.PROGRAM, programs, ctx)
@@ -354,6 +321,11 @@ class LineageStore:
         """
         return self._stream(lambda after: _queries.evaluated_in_order(run_id, after, batch),  # type: ignore[return-value]
                             "eval_id", 0)
+
+    def run_counts(self, run_id: str) -> RunCounts:
+        """Children, evaluated children, status counts, seed and best score (the ledger's start)."""
+        with self._connect() as c:
+            return _queries.run_counts(c, run_id)
 
     def count_programs(self, run_id: str) -> int:
         with self._connect() as c:
