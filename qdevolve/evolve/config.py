@@ -3,7 +3,8 @@
 Native layout (every section optional; every plugin slot is ``{type: NAME, ...kwargs}``)::
 
     run:        {iterations: 200, seed: 0, workers: 2, wall_time_s: null, max_pending: null,
-                 children_per_parent: 1, max_duplicate_streak: 200}
+                 children_per_parent: 1, max_duplicate_streak: 200, executor: local,
+                 executor_options: {}}
     archive:    {type: map_elites, ...}
     selection:  {type: tournament, ...}
     mutation:   [{type: ast, weight: 1.0}, {type: diff, weight: 0.7}, ...]
@@ -44,7 +45,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
                    "early_stopping_metric", "max_tasks_per_child", "llm", "database",
                    "evolution_trace")
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
-            "children_per_parent", "max_duplicate_streak", "name")
+            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
               "open_files", "network", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
@@ -63,6 +64,11 @@ class RunConfig:
     children_per_parent: int = field(default=1, metadata={"help": "Children sampled per parent prompt (the RL group size)."})
     max_duplicate_streak: int = field(default=200, metadata={"help": "Stop when this many consecutive children are duplicates."})
     name: str | None = field(default=None, metadata={"help": "Run name."})
+    executor: str = field(default="local", metadata={
+        "help": "Where evaluations run: 'local' (threads in the controller, one warm sandbox each) or an "
+                "executor plugin such as 'ray'."})
+    executor_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Options of the executor plugin (e.g. a Ray address and per-task resources)."})
     archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"})
     selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"})
     mutation: list[dict[str, Any]] = field(default_factory=list)
@@ -139,6 +145,9 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
                 raise ConfigError(f"{where}: 'run.{key}' must be an integer, got {kw[key]!r}") from None
             if kw[key] < (0 if key == "iterations" else 1):
                 raise ConfigError(f"{where}: 'run.{key}' must be positive, got {kw[key]}")
+    if not isinstance(kw.get("executor", "local"), str):
+        raise ConfigError(f"{where}: 'run.executor' must be an executor plugin name, got {kw['executor']!r}")
+    kw["executor_options"] = _mapping(where, "run.executor_options", kw.get("executor_options"))
     if "max_evaluations" in kw:
         kw["iterations"] = int(kw.pop("max_evaluations"))
     for key in ("archive", "selection"):
