@@ -48,7 +48,8 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None) -> 
             break
         if pending and (len(pending) >= max_pending or ledger.remaining == 0):
             done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            error = next((t.exception() for t in done if not t.cancelled() and t.exception()), None)
+            errors = [t.exception() for t in done if not t.cancelled()]  # retrieves every one
+            error = next((e for e in errors if e is not None), None)
             continue
         if ledger.remaining == 0:
             ledger.stop("budget")
