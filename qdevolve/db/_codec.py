@@ -8,8 +8,8 @@ replies), so encoding never raises on odd values:
 * numpy scalars and arrays are unwrapped to plain values, tuples become lists;
 * lone surrogates (``'\\ud800'``, not encodable as UTF-8): inside JSON they are written as
   ``\\ud800`` escapes, so the text is valid UTF-8 and decodes back to the same string; in a
-  plain text column (code, error, prompt...) they are replaced with U+FFFD by
-  :func:`text`.
+  plain text column (code, error, prompt...) they, and NUL (which PostgreSQL text cannot
+  hold), are replaced with U+FFFD by :func:`text`.
 """
 
 from __future__ import annotations
@@ -71,9 +71,11 @@ def loads(s: str | None, default: Any = None) -> Any:
 
 
 def text(s: str | None) -> str | None:
-    """A plain text column's value: lone surrogates replaced with U+FFFD, else unchanged."""
+    """A plain text column's value: lone surrogates and NUL replaced with U+FFFD, else unchanged."""
     if s is None:
         return None
+    if "\x00" in s:
+        s = s.replace("\x00", "\ufffd")
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from qdevolve.db import schema as S
 from qdevolve.errors import QdevolveError
@@ -59,6 +60,16 @@ class RunLease:
         self.lost = False  # set when another process took the lease over
 
     def acquire(self) -> RunLease:
+        try:
+            self._take()
+        except IntegrityError:  # another process inserted the row between our read and write
+            raise RunLocked(f"{self.where}: run {self.run_id[:12]} is being started by another process; "
+                            "wait for it to finish or stop it, then resume") from None
+        self._thread = threading.Thread(target=self._beat, name="qdevolve-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _take(self) -> None:
         now = time.time()
         L = S.run_leases
         with self._begin() as c:
@@ -71,9 +82,6 @@ class RunLease:
             c.execute(delete(L).where(L.c.run_id == self.run_id))
             c.execute(insert(L).values(run_id=self.run_id, owner=self.owner, host=self.host, pid=self.pid,
                                        acquired_at=now, heartbeat_at=now))
-        self._thread = threading.Thread(target=self._beat, name="qdevolve-lease", daemon=True)
-        self._thread.start()
-        return self
 
     def _takeable(self, row: Any, now: float) -> bool:
         if now - row.heartbeat_at > self.stale_s:

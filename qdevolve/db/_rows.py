@@ -25,12 +25,12 @@ __all__ = ["Mapper", "PROGRAM", "EDGE", "EVALUATION", "EVENT", "ROLLOUT", "STATE
            "result_from_row", "event_from_row", "rollout_from_row", "RESULT_COLUMNS"]
 
 T = TypeVar("T")
-_INT64 = 2**63 - 1
+_INT32 = 2**31 - 1
 
 
 def _int(x: Any) -> int:
-    """An INTEGER column's value, clamped to the signed 64-bit range (never an OverflowError)."""
-    return max(-_INT64, min(_INT64, int(x or 0)))
+    """An INTEGER column's value, clamped to the signed 32-bit range (PostgreSQL ``integer``)."""
+    return max(-_INT32, min(_INT32, int(x or 0)))
 
 
 @dataclass(frozen=True)
