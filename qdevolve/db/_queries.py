@@ -14,6 +14,16 @@ from qdevolve.db.records import RunCounts
 __all__ = ["run_counts", "parents_of", "programs_with_latest", "evaluated_in_order", "unevaluated"]
 
 
+def runs_overview() -> Select[Any]:
+    """Every run with its program count, evaluation count and best ``ok`` score."""
+    p, e, r = S.programs, S.evaluations, S.runs
+    n_prog = select(func.count()).where(p.c.run_id == r.c.id).scalar_subquery()
+    n_eval = select(func.count()).where(e.c.run_id == r.c.id).scalar_subquery()
+    best = select(func.max(e.c.score)).where(e.c.run_id == r.c.id, e.c.status == "ok").scalar_subquery()
+    return select(r, n_prog.label("programs"), n_eval.label("evaluations"),
+                  best.label("best_score")).order_by(r.c.created_at)
+
+
 def parents_of(c: Any, ids: Sequence[str]) -> dict[str, list[str]]:
     """``{child id: [parent ids in position order]}`` (inspiration edges excluded)."""
     out: dict[str, list[str]] = {}

@@ -128,14 +128,8 @@ class LineageStore:
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run with its program count, evaluation count and best score."""
-        p, e = S.programs, S.evaluations
-        n_prog = select(func.count()).where(p.c.run_id == S.runs.c.id).scalar_subquery()
-        n_eval = select(func.count()).where(e.c.run_id == S.runs.c.id).scalar_subquery()
-        best = select(func.max(e.c.score)).where(e.c.run_id == S.runs.c.id, e.c.status == "ok").scalar_subquery()
-        q = select(S.runs, n_prog.label("programs"), n_eval.label("evaluations"),
-                   best.label("best_score")).order_by(S.runs.c.created_at)
         with self._connect() as c:
-            return [dict(r) for r in c.execute(q).mappings()]
+            return [dict(r) for r in c.execute(_queries.runs_overview()).mappings()]
 
     def latest_run_id(self) -> str:
         with self._connect() as c:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError, QdevolveError, RunAborted
@@ -56,13 +57,13 @@ class Evolution:
 
     def __init__(self, store: LineageStore, run_id: str, example: Example, config: RunConfig, *,
                  progress: bool = True, console: Any = None, plugins: EnginePlugins | None = None,
-                 listener: TrainingListener | None = None, backend: Any = None) -> None:
+                 listener: TrainingListener | None = None, backend: Backend | None = None) -> None:
         self.store, self.run_id, self.example, self.config = store, run_id, example, config
         self.progress, self.console = progress, console
         self.plugins = plugins or EnginePlugins.build(config)
         self.archive, self.executor = self.plugins.archive, self.plugins.executor
         self.listener = listener if listener is not None else _default_listener(store, run_id, config)
-        self.backend = backend or (self.listener.backend if self.listener is not None else None) \
+        self.backend: Backend | None = backend or (self.listener.backend if self.listener is not None else None) \
             or build_backend(config)
         self._reporter = self.backend if isinstance(self.backend, RewardReporting) else None
         self.rng = np.random.default_rng(config.seed)

@@ -34,3 +34,14 @@ def test_cvt_cells_use_the_shared_normalisation() -> None:
     x = arc.ranges.normalize_matrix(v)
     d2 = ((x[:, None, :] - arc.centroids[None, :, :]) ** 2).sum(-1)
     assert arc._cells_of(v) == [f"c{int(k)}" for k in d2.argmin(1)]
+
+
+def test_islands_sum_stays_finite() -> None:
+    from qdevolve.archive.islands import IslandsArchive
+
+    arc = IslandsArchive(n_islands=2, migration_interval=1000,
+                         inner={"type": "map_elites", "feature_dimensions": ["a"], "ranges": [[0, 1]], "bins": 2})
+    for i in range(4):
+        p = Program(code=f"x = {i}\n", run_id="r", island=i % 2)
+        arc.add(p, EvalResult(score=1.7e308, features={"a": (i // 2) * 0.9}))
+    assert arc.stats()["qd_score"] == sys.float_info.max
