@@ -93,18 +93,18 @@ class Evolution:
         seed_check = Program(code=example.seed_code, run_id="seed-check")
         try:
             outcome = plugins.executor.submit(plugins.job(seed_check, example)).result()
+            plugins.check_seed(example, outcome.result)
+            run_cfg = config.to_dict()
+            run_cfg["sandbox_resolved"] = plugins.sandbox_type
+            run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
+                                      example_dir=str(example.directory), seed=config.seed)
+            for pf in plugin_files:
+                store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
+            evo = cls(store, run_id, example, config, progress=progress, console=console, plugins=plugins,
+                      listener=listener, **kw)
         except BaseException:
             plugins.close()
             raise
-        plugins.check_seed(example, outcome.result)
-        run_cfg = config.to_dict()
-        run_cfg["sandbox_resolved"] = plugins.sandbox_type
-        run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
-                                  example_dir=str(example.directory), seed=config.seed)
-        for pf in plugin_files:
-            store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
-        evo = cls(store, run_id, example, config, progress=progress, console=console, plugins=plugins,
-                  listener=listener, **kw)
         seed = Program(code=example.seed_code, run_id=run_id, operator="seed")
         evo.tell(seed, outcome.result, worker=outcome.worker)
         return evo
@@ -255,6 +255,7 @@ class Evolution:
         self.store.update_run(self.run_id, status="running")
         self.store.set_state(self.run_id, "budget", self.config.iterations)
         t0 = time.time()
+        self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
         status = "stopped"
         try:
             with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
