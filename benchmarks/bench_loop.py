@@ -8,6 +8,7 @@
    and ``dgm`` over 3 seeds: best score, QD-score and coverage.
 
     python benchmarks/bench_loop.py [--quick] [--out benchmarks/results/loop.md]
+    python benchmarks/bench_loop.py --cpu-only 1000      # only 1., one JSON line
 """
 
 from __future__ import annotations
@@ -75,16 +76,17 @@ def controller_cpu(tmp: Path, n: int) -> dict:
     archive = {"type": "map_elites", "feature_dimensions": ["a", "b"], "ranges": [[0, 13], [0, 11]], "bins": 8}
     evo, cpu, wall = _run(ex, tmp / "cpu.sqlite", iterations=n, workers=1, seed=0, archive=archive,
                           sandbox={"type": "bench_inprocess_null"}, max_duplicate_streak=100_000)
-    return {"evaluations": evo.evaluated, "cpu_ms_per_eval": 1000 * cpu / max(evo.evaluated, 1),
-            "wall_ms_per_eval": 1000 * wall / max(evo.evaluated, 1)}
+    n = evo.ledger.evaluated
+    return {"evaluations": n, "cpu_ms_per_eval": 1000 * cpu / max(n, 1), "wall_ms_per_eval": 1000 * wall / max(n, 1)}
 
 
 def throughput(tmp: Path, n: int, workers: int) -> dict:
     ex = _example(tmp)
     evo, cpu, wall = _run(ex, tmp / f"tp{workers}.sqlite", iterations=n, workers=workers, seed=0,
                           archive={"type": "dgm"}, max_duplicate_streak=100_000)
-    return {"workers": workers, "sandbox": evo.sandbox_name, "evaluations": evo.evaluated,
-            "evals_per_s": evo.evaluated / wall, "controller_cpu_ms_per_eval": 1000 * cpu / max(evo.evaluated, 1)}
+    n = evo.ledger.evaluated
+    return {"workers": workers, "sandbox": evo.plugins.sandbox_type, "evaluations": n,
+            "evals_per_s": n / wall, "controller_cpu_ms_per_eval": 1000 * cpu / max(n, 1)}
 
 
 def circle_packing(tmp: Path, n: int, seeds: list[int]) -> list[dict]:
@@ -99,7 +101,8 @@ def circle_packing(tmp: Path, n: int, seeds: list[int]) -> list[dict]:
             evo, cpu, wall = _run(ex, tmp / f"cp-{name}-{seed}.sqlite", iterations=n, seed=seed, workers=2,
                                   archive=spec)
             st = evo.archive.stats()
-            rows.append({"archive": name, "seed": seed, "best": evo.best[0], "seed_score": evo.seed_score,
+            rows.append({"archive": name, "seed": seed, "best": evo.ledger.best_score,
+                         "seed_score": evo.ledger.seed_score,
                          "qd_score": st.get("qd_score"), "coverage": st.get("coverage"), "wall_s": wall})
     return rows
 
@@ -108,8 +111,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="Small budgets (smoke run).")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "loop.md"))
+    ap.add_argument("--cpu-only", type=int, default=None, metavar="N",
+                    help="Only the controller-CPU measurement, N evaluations; prints one JSON line.")
     args = ap.parse_args()
     console = Console()
+    if args.cpu_only:
+        import json
+
+        with tempfile.TemporaryDirectory() as d:
+            print(json.dumps(controller_cpu(Path(d), args.cpu_only)))
+        return
     n_cpu, n_tp, n_cp, seeds = (100, 40, 60, [0]) if args.quick else (1000, 200, 500, [0, 1, 2])
     lines = [f"# bench_loop ({time.strftime('%Y-%m-%d')})", "",
              f"Command: `python benchmarks/bench_loop.py{' --quick' if args.quick else ''}` on 2 cores.", ""]

@@ -29,6 +29,7 @@ is the archive setting (default 0), like pyribs' ``qd_score_offset``.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,6 +66,28 @@ def admissible_score(result: EvalResult | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return score if math.isfinite(score) else None
+
+
+_SCALE = 2.0**-64  # exact (a power of two): brings any finite score far below overflow
+
+
+def qd_score(scores: Sequence[float], offset: float = 0.0) -> float:
+    """QD-score ``sum_i (score_i - offset)`` over elites (Pugh et al. 2016), always finite.
+
+    Scores are finite (:func:`admissible_score`), but their sum can overflow (two elites at
+    1e308). The sum is then taken on the scores scaled by 2^-64 (exact) and scaled back,
+    saturating at the largest finite float (``sys.float_info.max``, about 1.8e308) with the
+    true sum's sign: a QD-score at that value means "at least this much".
+    """
+    if not len(scores):
+        return 0.0
+    x = np.asarray(scores, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(x - offset))
+        if math.isfinite(total):
+            return total
+        back = np.sum(x * _SCALE - offset * _SCALE) / _SCALE  # +/-inf when the true sum overflows
+    return float(np.clip(back, -sys.float_info.max, sys.float_info.max))
 
 
 class FeatureRanges:
@@ -294,7 +317,7 @@ class ArchiveBase:
             "size": len(elites),
             "cells": self.n_cells(),
             "coverage": float(self.coverage()),
-            "qd_score": float(sum(s - self.qd_offset for s in scores)),
+            "qd_score": qd_score(scores, self.qd_offset),
             "qd_offset": self.qd_offset,
             "best_score": None if best is None else float(best.score),
             "best_program_id": None if best is None else best.program_id,

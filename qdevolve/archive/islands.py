@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.archive.base import EmptyArchiveError
+from qdevolve.archive.base import EmptyArchiveError, qd_score
 from qdevolve.errors import ConfigError
 from qdevolve.selection.inspirations import sample_inspirations
 from qdevolve.types import ArchiveEvent, Elite, EvalResult, Program
@@ -204,7 +204,7 @@ class IslandsArchive:
             "unique_programs": len(self.elites()),
             "cells": sum(s["cells"] or 0 for s in per) or None,
             "coverage": float(np.mean([s["coverage"] for s in per])),
-            "qd_score": float(sum(s["qd_score"] for s in per)),
+            "qd_score": qd_score([s["qd_score"] for s in per]),  # finite even when islands saturate
             "qd_offset": self.qd_offset,
             "best_score": None if best is None else best["best_score"],
             "best_program_id": None if best is None else best["best_program_id"],

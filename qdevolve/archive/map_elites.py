@@ -118,10 +118,7 @@ class MapElitesArchive(ArchiveBase):
     def _cells_of(self, v: np.ndarray) -> list[str]:
         """Cell keys of a (n, d) matrix of raw feature vectors."""
         if self.centroids is not None:
-            width = self.ranges.hi - self.ranges.lo
-            ok = np.isfinite(width) & (width > 0)
-            x = np.where(ok, (v - self.ranges.lo) / np.where(ok, width, 1.0), 0.5)
-            x = np.clip(x, 0.0, 1.0)
+            x = self.ranges.normalize_matrix(v)
             d2 = ((x[:, None, :] - self.centroids[None, :, :]) ** 2).sum(-1)
             return [f"c{int(k)}" for k in d2.argmin(1)]
         return [",".join(map(str, row)) for row in self._grid_indices(v).tolist()]

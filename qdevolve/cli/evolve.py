@@ -1,7 +1,14 @@
-"""``qdevolve run`` and ``qdevolve resume``: the main job."""
+"""``qdevolve run`` and ``qdevolve resume``: the main job.
+
+The options that set :class:`~qdevolve.evolve.config.RunConfig` fields are generated from
+the fields' metadata (:func:`~qdevolve.evolve.config.cli_fields`), so the help text has one
+source. A run stopped by :class:`~qdevolve.errors.RunAborted` exits 1 with its one-line
+message (resumable); a second writer of the same run exits 2 (:class:`~qdevolve.db.RunLocked`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -9,14 +16,14 @@ import click
 from rich.console import Console
 
 from qdevolve.errors import ConfigError
+from qdevolve.evolve.config import cli_fields
+from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["run", "resume"]
 
 
-def _apply_overrides(config: Any, *, iterations: int | None, seed: int | None, workers: int | None,
-                     sandbox: str | None, archive: str | None, selection: str | None,
-                     mutation: str | None, backend: str | None, model: str | None,
-                     api_base: str | None, wall_time: float | None, name: str | None) -> Any:
+def _apply_overrides(config: Any, values: dict[str, Any], *, model: str | None, api_base: str | None) -> Any:
+    """Fold the ``RunConfig`` options given on the command line into the config."""
     def spec(current: dict[str, Any] | None, name_: str) -> dict[str, Any]:
         return dict(current) if current and current.get("type") == name_ else {"type": name_}
 
@@ -33,14 +40,14 @@ def _apply_overrides(config: Any, *, iterations: int | None, seed: int | None, w
         kept = {k: v for k, v in current.items() if k != "type" and (takes_all or k in params)}
         return {"type": name_, **kept}
 
-    kw: dict[str, Any] = {"iterations": iterations, "seed": seed, "workers": workers,
-                          "wall_time_s": wall_time, "name": name}
-    if sandbox:
-        kw["sandbox"] = spec(config.sandbox, sandbox)
-    if archive:
-        kw["archive"] = archive_spec(config.archive, archive)
-    if selection:
-        kw["selection"] = spec(config.selection, selection)
+    kw = {name: v for name, v in values.items() if name not in PLUGIN_SLOTS}
+    if values.get("sandbox"):
+        kw["sandbox"] = spec(config.sandbox, values["sandbox"])
+    if values.get("archive"):
+        kw["archive"] = archive_spec(config.archive, values["archive"])
+    if values.get("selection"):
+        kw["selection"] = spec(config.selection, values["selection"])
+    backend = values.get("backend")
     if backend or model or api_base:
         b = spec(config.backend, backend or (config.backend or {}).get("type") or "openai")
         if model:
@@ -49,61 +56,58 @@ def _apply_overrides(config: Any, *, iterations: int | None, seed: int | None, w
         if api_base:
             b["api_base"] = api_base
         kw["backend"] = b
-    if mutation:
-        names = [m.strip() for m in mutation.split(",") if m.strip()]
+    if values.get("mutation"):
+        names = [m.strip() for m in values["mutation"].split(",") if m.strip()]
         existing = {m["type"]: m for m in config.mutation}
         kw["mutation"] = [dict(existing.get(n, {"type": n}), weight=existing.get(n, {}).get("weight", 1.0))
                           for n in names]
     return config.with_overrides(**kw)
 
 
+PLUGIN_SLOTS = {name for name, _flag, _kind, _help, plugin in cli_fields() if plugin}
+
+
+def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One click option per :class:`RunConfig` field with help text (the field's help is the
+    option's help; plugin slots take a plugin name). Values arrive in ``config_values``."""
+    for name, flag, kind, help_, _plugin in reversed(cli_fields()):
+        command = click.option(flag, name, type=kind, default=None, help=help_)(command)
+    return command
+
+
 @click.command("run")
 @click.argument("example_dir", type=click.Path(path_type=Path))
 @click.option("--db", "db", type=click.Path(path_type=Path), default=None,
               help="Run database (default: archives/<example>-<time>.sqlite).")
-@click.option("--iterations", type=int, default=None, help="Child programs to evaluate (the budget).")
-@click.option("--seed", type=int, default=None, help="Random seed.")
-@click.option("--workers", type=int, default=None, help="Parallel sandbox workers.")
-@click.option("--sandbox", default=None, help="Sandbox backend: local, bwrap, docker or auto.")
-@click.option("--archive", default=None, help="Archive plugin: map_elites, islands, dgm, novelty, ...")
-@click.option("--selection", default=None, help="Parent selection plugin: tournament, dgm, power_law, ...")
-@click.option("--mutation", default=None, help="Mutation operator(s), comma-separated: ast, diff, rewrite, crossover.")
-@click.option("--backend", default=None, help="Generation backend: openai, transformers, vllm.")
+@config_options
 @click.option("--model", default=None, help="Model name (for --backend).")
 @click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Config file (default: EXAMPLE_DIR/config.yaml).")
 @click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
               help="Load plugins from a local .py file (repeatable); its hash is recorded in the run.")
-@click.option("--wall-time", type=float, default=None, help="Stop after this many seconds.")
-@click.option("--name", default=None, help="Run name.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--policy", default=None, help="Policy to train while evolving: tiny, a HF model dir, or vllm:PATH.")
 @click.option("--train-objective", default=None, help="Objective that trains the policy (grpo, ips, rare, vpo, ...).")
 @click.option("--train-every", type=int, default=None, help="Trainer step every N evaluations.")
 @click.option("--objective-arg", "objective_args", multiple=True, help="KEY=VALUE for the objective (repeatable).")
-def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | None,
-        workers: int | None, sandbox: str | None, archive: str | None, selection: str | None,
-        mutation: str | None, backend: str | None, model: str | None, api_base: str | None,
-        config_path: Path | None, plugins: tuple[Path, ...], wall_time: float | None,
-        name: str | None, no_progress: bool, policy: str | None, train_objective: str | None,
-        train_every: int | None, objective_args: tuple[str, ...]) -> None:
+def run(example_dir: Path, db: Path | None, model: str | None, api_base: str | None, config_path: Path | None,
+        plugins: tuple[Path, ...], no_progress: bool, policy: str | None, train_objective: str | None,
+        train_every: int | None, objective_args: tuple[str, ...], **config_values: Any) -> None:
     """Evolve a program from EXAMPLE_DIR (initial_program.py, evaluator.py, config.yaml)."""
     from qdevolve import registry
     from qdevolve.db import LineageStore
     from qdevolve.evolve.display import print_summary
-    from qdevolve.evolve.engine import default_db_path
+    from qdevolve.evolve.engine import Evolution, default_db_path
     from qdevolve.evolve.example import load_example
 
     console = Console(stderr=True)
     loaded = [registry.load_plugin_file(p) for p in plugins]
     example = load_example(example_dir, config_path=config_path)
     for w in example.config.warnings:
-        console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    config = _apply_overrides(example.config, iterations=iterations, seed=seed, workers=workers,
-                              sandbox=sandbox, archive=archive, selection=selection, mutation=mutation,
-                              backend=backend, model=model, api_base=api_base, wall_time=wall_time,
-                              name=name)
+        console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
+    values = {k: v for k, v in config_values.items() if v is not None}
+    config = _apply_overrides(example.config, values, model=model, api_base=api_base)
     if policy or train_objective or train_every or objective_args or config.train:
         from qdevolve.evolve.joined import apply_policy_options
 
@@ -118,7 +122,8 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
                           f"or pass a new --db path")
     store = LineageStore(db_path, create=True)
     try:
-        evo = _start(example, config, store, console, loaded, no_progress)
+        evo = Evolution.start(example, config, store, progress=not no_progress, console=console,
+                              plugin_files=loaded)
         try:
             summary = evo.run()
         finally:
@@ -130,18 +135,6 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
         raise
     print_summary(summary, Console())
     store.close()
-
-
-def _start(example: Any, config: Any, store: Any, console: Console, loaded: list[Any], no_progress: bool) -> Any:
-    from qdevolve.evolve.engine import Evolution
-
-    if config.train:
-        from qdevolve.evolve.joined import JoinedEvolution
-
-        return JoinedEvolution.start(example, config, store, progress=not no_progress, console=console,
-                                     plugin_files=loaded)
-    return Evolution.start(example, config, store, progress=not no_progress, console=console,
-                           plugin_files=loaded)
 
 
 def _empty_run_db(path: Path) -> bool:
@@ -173,6 +166,7 @@ def _remove_db(path: Path) -> None:
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool) -> None:
     """Continue a run from its database (after a crash, SIGKILL or to extend the budget)."""
+    from qdevolve import registry
     from qdevolve.db import open_store
     from qdevolve.evolve.display import print_summary
     from qdevolve.evolve.engine import Evolution
@@ -180,19 +174,10 @@ def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: st
     console = Console(stderr=True)
     store = open_store(db)
     rid = store.resolve_run(run_id)
-    run_row = store.get_run(rid)
-    from qdevolve import registry
-
     for pf in store.plugin_files(rid):
         registry.load_plugin_file(pf["path"])
-    if run_row["config"].get("train"):
-        from qdevolve.evolve.joined import JoinedEvolution
-
-        evo = JoinedEvolution.resume(store, rid, iterations=iterations, progress=not no_progress,
-                                     console=console, example_dir=example_dir)
-    else:
-        evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress,
-                               console=console, example_dir=example_dir)
+    evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress, console=console,
+                           example_dir=example_dir)
     try:
         summary = evo.run()
     finally:

@@ -21,9 +21,9 @@ from sqlalchemy import (
 
 __all__ = ["SCHEMA_VERSION", "metadata", "schema_table", "runs", "programs", "edges",
            "evaluations", "archive_events", "rollouts", "policy_versions", "plugin_files",
-           "run_state"]
+           "run_state", "run_leases"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2: evaluations.worker, run_leases
 
 metadata = MetaData()
 
@@ -100,6 +100,7 @@ evaluations = Table(
     Column("runtime_s", Float, nullable=False, default=0.0),
     Column("peak_memory_mb", Float),
     Column("sandbox", String(32)),
+    Column("worker", String(128)),
     Column("created_at", Float, nullable=False),
     Index("ix_evaluations_program", "program_id"),
     Index("ix_evaluations_run", "run_id", "id"),
@@ -180,4 +181,18 @@ run_state = Table(
     Column("key", String(200), primary_key=True),
     Column("value", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+# One writer per run: the process that holds a run's row here (and keeps heartbeat_at fresh)
+# is the only one allowed to extend the run; a row whose heartbeat is stale, or whose process
+# on this host is gone, may be taken over.
+run_leases = Table(
+    "run_leases",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("acquired_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
 )

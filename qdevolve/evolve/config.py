@@ -3,7 +3,8 @@
 Native layout (every section optional; every plugin slot is ``{type: NAME, ...kwargs}``)::
 
     run:        {iterations: 200, seed: 0, workers: 2, wall_time_s: null, max_pending: null,
-                 children_per_parent: 1, max_duplicate_streak: 200}
+                 children_per_parent: 1, max_duplicate_streak: 200, executor: local,
+                 executor_options: {}}
     archive:    {type: map_elites, ...}
     selection:  {type: tournament, ...}
     mutation:   [{type: ast, weight: 1.0}, {type: diff, weight: 0.7}, ...]
@@ -33,7 +34,7 @@ import yaml
 
 from qdevolve.errors import ConfigError
 
-__all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS"]
+__all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS", "cli_fields"]
 
 NATIVE_SECTIONS = ("run", "archive", "selection", "mutation", "backend", "sandbox", "limits",
                    "evaluator", "inspirations", "prompt", "train", "novelty")
@@ -44,7 +45,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
                    "early_stopping_metric", "max_tasks_per_child", "llm", "database",
                    "evolution_trace")
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
-            "children_per_parent", "max_duplicate_streak", "name")
+            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
               "open_files", "network", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
@@ -58,16 +59,27 @@ class RunConfig:
     iterations: int = field(default=100, metadata={"help": "Child programs to evaluate (the budget)."})
     seed: int = field(default=0, metadata={"help": "Random seed of parent selection and mutation."})
     workers: int = field(default=2, metadata={"help": "Sandbox evaluation workers."})
-    wall_time_s: float | None = field(default=None, metadata={"help": "Stop after this many seconds."})
-    max_pending: int | None = field(default=None, metadata={"help": "Mutations in flight (default: workers, or 2x workers with a model backend)."})
+    wall_time_s: float | None = field(default=None, metadata={"help": "Stop after this many seconds.",
+                                                                "flag": "--wall-time"})
+    max_pending: int | None = field(default=None, metadata={"help": "Parent plans in flight (default: workers, or 4x workers with a model backend)."})
     children_per_parent: int = field(default=1, metadata={"help": "Children sampled per parent prompt (the RL group size)."})
     max_duplicate_streak: int = field(default=200, metadata={"help": "Stop when this many consecutive children are duplicates."})
     name: str | None = field(default=None, metadata={"help": "Run name."})
-    archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"})
-    selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"})
-    mutation: list[dict[str, Any]] = field(default_factory=list)
-    backend: dict[str, Any] | None = None
-    sandbox: dict[str, Any] = field(default_factory=lambda: {"type": "auto"})
+    executor: str = field(default="local", metadata={
+        "help": "Where evaluations run: 'local' (threads in the controller, one warm sandbox each) or an "
+                "executor plugin such as 'ray'."})
+    executor_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Options of the executor plugin (e.g. a Ray address and per-task resources)."})
+    archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"}, metadata={
+        "help": "Archive plugin: map_elites, islands, dgm, novelty, ...", "plugin": True})
+    selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"}, metadata={
+        "help": "Parent selection plugin: tournament, dgm, power_law, ...", "plugin": True})
+    mutation: list[dict[str, Any]] = field(default_factory=list, metadata={
+        "help": "Mutation operator(s), comma-separated: ast, diff, rewrite, crossover.", "plugin": True})
+    backend: dict[str, Any] | None = field(default=None, metadata={
+        "help": "Generation backend: openai, transformers, vllm.", "plugin": True})
+    sandbox: dict[str, Any] = field(default_factory=lambda: {"type": "auto"}, metadata={
+        "help": "Sandbox backend: local, bwrap, docker or auto.", "plugin": True})
     limits: dict[str, Any] = field(default_factory=lambda: {"wall_s": 30.0})
     evaluator: dict[str, Any] = field(default_factory=dict)
     inspirations: dict[str, Any] = field(default_factory=lambda: {"n_best": 2, "n_diverse": 2})
@@ -90,6 +102,23 @@ class RunConfig:
 
     def with_overrides(self, **overrides: Any) -> RunConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def cli_fields() -> list[tuple[str, str, type, str, bool]]:
+    """``(field, flag, type, help, is_plugin_slot)`` of every :class:`RunConfig` field that has
+    a command-line option: scalar fields with help text, and plugin slots (given by name)."""
+    out = []
+    for f in fields(RunConfig):
+        help_ = f.metadata.get("help")
+        if not help_:
+            continue
+        plugin = bool(f.metadata.get("plugin"))
+        # annotations are strings here: "int", "float | None", "dict[str, Any]"...
+        kind = str if plugin else {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0])
+        if kind is None:  # mappings and lists: config.yaml only
+            continue
+        out.append((f.name, f.metadata.get("flag", "--" + f.name.replace("_", "-")), kind, help_, plugin))
+    return out
 
 
 def _unknown(where: str, path: str, got: dict[str, Any], known: tuple[str, ...]) -> None:
@@ -139,6 +168,9 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
                 raise ConfigError(f"{where}: 'run.{key}' must be an integer, got {kw[key]!r}") from None
             if kw[key] < (0 if key == "iterations" else 1):
                 raise ConfigError(f"{where}: 'run.{key}' must be positive, got {kw[key]}")
+    if not isinstance(kw.get("executor", "local"), str):
+        raise ConfigError(f"{where}: 'run.executor' must be an executor plugin name, got {kw['executor']!r}")
+    kw["executor_options"] = _mapping(where, "run.executor_options", kw.get("executor_options"))
     if "max_evaluations" in kw:
         kw["iterations"] = int(kw.pop("max_evaluations"))
     for key in ("archive", "selection"):

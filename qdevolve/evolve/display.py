@@ -1,4 +1,4 @@
-"""Rich progress display and end-of-run summary for :class:`~qdevolve.evolve.engine.Evolution`."""
+"""Rich progress display (it reads the run ledger only) and the end-of-run summary table."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from qdevolve.evolve.ledger import RunLedger
+from qdevolve.textsafe import terminal_safe_line
+
 __all__ = ["ProgressDisplay", "print_summary"]
 
 
 @contextlib.contextmanager
-def ProgressDisplay(evo: Any, *, enabled: bool = True, console: Console | None = None) -> Iterator[Callable[[], None]]:
-    """Context manager yielding a callback that refreshes the bar after each evaluation."""
+def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console | None = None,
+                    stats: Callable[[], dict[str, Any]] | None = None) -> Iterator[Callable[[], None]]:
+    """Context manager yielding a callback that refreshes the bar after each evaluation.
+
+    It reads the run's :class:`~qdevolve.evolve.ledger.RunLedger` (and the archive's
+    ``stats()`` for coverage) and nothing else of the engine.
+    """
     if not enabled:
         yield lambda: None
         return
@@ -25,23 +33,19 @@ def ProgressDisplay(evo: Any, *, enabled: bool = True, console: Console | None =
         TextColumn("[bold]evolving"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
         console=console, transient=False, refresh_per_second=4)
-    start_done = evo.evaluated
-    t0 = time.time()
-    task = progress.add_task("evolve", total=evo.config.iterations, completed=evo.evaluated, rate="", info="")
+    task = progress.add_task("evolve", total=ledger.budget, completed=ledger.evaluated, rate="", info="")
     last = [0.0]
 
     def refresh() -> None:
         now = time.time()
-        if now - last[0] < 0.2 and evo.evaluated < evo.config.iterations:
+        if now - last[0] < 0.2 and ledger.evaluated < ledger.budget:
             return
         last[0] = now
-        rate = (evo.evaluated - start_done) / max(now - t0, 1e-9)
-        stats = evo.archive.stats()
-        best = f"{evo.best[0]:.4g}" if evo.best else "-"
-        fails = " ".join(f"{k}:{v}" for k, v in sorted(evo.by_status.items()) if k != "ok")
-        cov = stats.get("coverage")
+        best = f"{ledger.best_score:.4g}" if ledger.best_score is not None else "-"
+        fails = " ".join(f"{k}:{v}" for k, v in sorted(ledger.by_status.items()) if k != "ok")
+        cov = (stats() if stats is not None else {}).get("coverage")
         cov_s = f" cov {100 * cov:.1f}%" if isinstance(cov, (int, float)) else ""
-        progress.update(task, completed=evo.evaluated, rate=f"{rate:.1f} ev/s",
+        progress.update(task, completed=ledger.evaluated, rate=f"{ledger.rate(now):.1f} ev/s",
                         info=f"best {best}{cov_s}" + (f" | fail {fails}" if fails else ""))
 
     with progress:
@@ -58,7 +62,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("database", summary.db)
     t.add_row("run", summary.run_id)
     t.add_row("evaluations", f"{summary.evaluations} (budget {summary.budget} children + seed)")
-    t.add_row("stopped by", summary.stop_reason)
+    t.add_row("stopped by", terminal_safe_line(summary.stop_reason))
     t.add_row("seed score", "-" if summary.seed_score is None else f"{summary.seed_score:.6g}")
     t.add_row("best score", "-" if summary.best_score is None else f"{summary.best_score:.6g}")
     gain = summary.gain

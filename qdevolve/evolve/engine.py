@@ -1,229 +1,140 @@
-"""The evolution engine: select -> mutate -> evaluate (sandbox pool) -> store -> archive.
+"""The evolution engine as ask/tell: breeder -> executor -> ``tell`` -> store and archive.
 
-One asynchronous pipeline. Mutations (model calls) run as asyncio tasks, evaluations in a
-pool of ``workers`` threads each driving a sandbox, so generation overlaps evaluation. Every
-program is stored before it is evaluated, and its evaluation, archive events and the run's
-random state are stored together in one transaction, so a run killed at any moment resumes
-from the database alone: the archive is rebuilt by replaying ``add`` over the stored
-evaluations in order, programs stored without an evaluation are evaluated first, and the
-budget counts stored children so none is lost or duplicated. With a deterministic mutator,
-one worker and a fixed seed, two runs produce the same programs in the same order.
+* *ask*: the :class:`~qdevolve.evolve.breeder.Breeder` turns (rng, archive, selection,
+  operators) into a child plan; the operator proposes the children (model calls are asyncio
+  tasks, so generation overlaps evaluation);
+* the *executor* plugin (``local`` threads, ``ray``...) places each child's evaluation;
+* :meth:`Evolution.tell` writes the program, its evaluation, its archive events, its
+  rollout with the reward and the run's random state in **one transaction**, then updates
+  the :class:`~qdevolve.evolve.ledger.RunLedger`;
+* a short loop (``loop.py``) only manages concurrency.
+
+A program is stored only together with its evaluation, so a run killed at any moment (even
+inside ``tell``) leaves whole children or none: resume replays ``archive.add`` over the
+stored evaluations in order, rebuilds the ledger, and goes on; nothing needs repair. With a
+deterministic mutator, one worker and a fixed seed, two runs produce the same programs.
+Training is a :class:`~qdevolve.evolve.listener.TrainingListener` the engine calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 import time
-from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from qdevolve import registry
+from qdevolve.backends.base import Backend
+from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import LineageStore
-from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError
+from qdevolve.errors import ConfigError, QdevolveError, RunAborted
+from qdevolve.evolve import loop
+from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
-from qdevolve.mutation.base import Candidate, MutationContext
-from qdevolve.types import EvalResult, Program, Rollout
+from qdevolve.evolve.executors.base import WorkerLost
+from qdevolve.evolve.executors.local import make_sandbox
+from qdevolve.evolve.ledger import RunLedger
+from qdevolve.evolve.listener import TrainingListener, score_reward
+from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
+from qdevolve.evolve.summary import RunSummary, summarize
+from qdevolve.mutation.base import Candidate
+from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["Evolution", "RunSummary", "make_limits", "make_sandbox"]
-
-RAW_REPLY_LIMIT = 20_000
-
-
-@dataclass
-class RunSummary:
-    """What a finished (or stopped) run reports."""
-
-    run_id: str
-    db: str
-    evaluations: int
-    budget: int
-    seed_score: float | None
-    best_score: float | None
-    best_program_id: str | None
-    by_status: dict[str, int]
-    elapsed_s: float
-    stats: dict[str, Any] = field(default_factory=dict)
-    stop_reason: str = "budget"
-
-    @property
-    def gain(self) -> float | None:
-        if self.best_score is None or self.seed_score is None:
-            return None
-        return self.best_score - self.seed_score
-
-
-def make_limits(limits: dict[str, Any]) -> Any:
-    """Build :class:`qdevolve.sandbox.SandboxLimits` from the config's ``limits`` mapping."""
-    from qdevolve.sandbox import SandboxLimits
-
-    try:
-        kw = dict(limits)
-        if isinstance(kw.get("env_allow"), list):
-            kw["env_allow"] = tuple(kw["env_allow"])
-        return SandboxLimits(**kw)
-    except TypeError as exc:
-        raise ConfigError(f"limits: {exc}") from None
-
-
-def make_sandbox(spec: dict[str, Any]) -> tuple[str, Any]:
-    """Create the configured sandbox (``auto`` picks the best one available here)."""
-    from qdevolve.sandbox import best_available
-
-    spec = dict(spec)
-    if spec.get("type", "auto") == "auto":
-        spec["type"] = best_available()
-    return spec["type"], registry.sandbox.create(spec)
+__all__ = ["Evolution", "RunSummary", "make_limits", "make_sandbox", "default_db_path"]
 
 
 class Evolution:
     """A run of the outer loop over one lineage database.
 
-    Use :meth:`start` for a new run (validates and evaluates the seed first) and
-    :meth:`resume` to continue a stored one; then :meth:`run`.
+    Use :meth:`start` for a new run (evaluates the seed first) and :meth:`resume` to go on
+    with a stored one; then :meth:`run`. ``listener`` trains a policy while evolving (built
+    from ``config.train`` when not given).
     """
 
     def __init__(self, store: LineageStore, run_id: str, example: Example, config: RunConfig, *,
-                 progress: bool = True, console: Any = None, sandbox: tuple[str, Any] | None = None) -> None:
+                 progress: bool = True, console: Any = None, plugins: EnginePlugins | None = None,
+                 listener: TrainingListener | None = None, backend: Backend | None = None) -> None:
         self.store, self.run_id, self.example, self.config = store, run_id, example, config
         self.progress, self.console = progress, console
-        self.archive = registry.archive.create(config.archive)
-        self.selection = registry.selection.create(config.selection)
-        self.operators, self.weights = self._make_operators(config)
-        self.backend = self._make_backend(config)
-        self.limits = make_limits(config.limits)
-        self.sandbox_name, self.sandbox = sandbox or make_sandbox(config.sandbox)
-        self.cascade = config.evaluator.get("cascade_thresholds")
+        self.plugins = plugins or EnginePlugins.build(config)
+        self.archive, self.executor = self.plugins.archive, self.plugins.executor
+        self.listener = listener if listener is not None else _default_listener(store, run_id, config)
+        self.backend: Backend | None = backend or (self.listener.backend if self.listener is not None else None) \
+            or build_backend(config)
+        self._reporter = self.backend if isinstance(self.backend, RewardReporting) else None
         self.rng = np.random.default_rng(config.seed)
-        self.by_status: Counter[str] = Counter()
-        self.hashes: set[str] = set()
-        self.cache: dict[str, tuple[Program, EvalResult]] = {}
-        self.children = 0           # children stored (the budget counter)
-        self.evaluated = 0          # children evaluated
-        self.seed_score: float | None = None
-        self.best: tuple[float, str] | None = None
-        self.dup_streak = 0
-        self.stop_reason = "budget"
+        self.cache = ProgramCache(store)  # parents and inspirations, by id
+        group = (self.listener.group_size if self.listener is not None else None) or config.children_per_parent
+        self.breeder = Breeder(run_id=run_id, rng=self.rng, archive=self.archive, selection=self.plugins.selection,
+                               operators=self.plugins.operators, weights=self.plugins.weights,
+                               names=self.plugins.names, cache=self.cache, config=config,
+                               prompt_settings={"example_dir": str(example.directory), **config.prompt},
+                               group_size=group)
+        self.ledger = RunLedger(budget=config.iterations)  # every counter; the display reads only this
+        self.hashes: set[str] = set()         # code hashes stored or in flight (dedupe)
         self.hooks: list[Callable[[Program, EvalResult, Candidate | None], Any]] = []
-        self._unevaluated: list[Program] = []
-        self.novelty = None
-        if config.novelty is not None:
-            from qdevolve.evolve.novelty_filter import EmbeddingNoveltyFilter
-
-            try:
-                self.novelty = EmbeddingNoveltyFilter(**config.novelty)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"novelty: {exc}") from None
+        self.unevaluated: list[Program] = []  # left by runs of schema v1 (evaluated first on resume)
+        self._stored_unevaluated: set[str] = set()  # their ids: tell writes no second program row
+        self.novelty = self.plugins.novelty
+        self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._rebuild()
 
     # -- construction ----------------------------------------------------------------------
-    @staticmethod
-    def _make_operators(config: RunConfig) -> tuple[list[Any], np.ndarray]:
-        specs = config.mutation or ([{"type": "diff", "weight": 0.7}, {"type": "rewrite", "weight": 0.2},
-                                     {"type": "crossover", "weight": 0.1}] if config.backend
-                                    else [{"type": "ast", "weight": 1.0}])
-        ops, weights = [], []
-        for spec in specs:
-            spec = dict(spec)
-            w = float(spec.pop("weight", 1.0))
-            if w <= 0:
-                continue
-            op = registry.mutation.create(spec)
-            if getattr(op, "needs_backend", False) and not config.backend:
-                raise ConfigError(
-                    f"mutation '{spec['type']}' needs a model: pass --backend openai --model NAME "
-                    f"[--api-base URL] (or a 'backend' section in config.yaml), or use --mutation ast")
-            op.name = spec["type"]
-            ops.append(op)
-            weights.append(w)
-        if not ops:
-            raise ConfigError("mutation: no operator with a positive weight")
-        return ops, np.asarray(weights) / sum(weights)
-
-    @staticmethod
-    def _make_backend(config: RunConfig) -> Any:
-        return registry.backend.create(config.backend) if config.backend else None
-
-    @classmethod
-    def evaluate_seed(cls, example: Example, config: RunConfig, sandbox: tuple[str, Any]) -> EvalResult:
-        """Evaluate the seed before anything is stored; a failure is a setup error."""
-        seed = Program(code=example.seed_code, run_id="seed-check")
-        result = sandbox[1].evaluate(seed, example.evaluator_path, make_limits(config.limits),
-                                     cascade_thresholds=config.evaluator.get("cascade_thresholds"))
-        if result.status != "ok" or result.score is None:
-            detail = (result.error or "").strip().splitlines()
-            detail_s = detail[-1] if detail else "no detail"
-            raise EvaluationSetupError(
-                f"{example.evaluator_path}: evaluating the seed {example.seed_path.name} gave status "
-                f"'{result.status}' ({detail_s}); fix the evaluator or the seed before evolving")
-        return result
-
     @classmethod
     def start(cls, example: Example, config: RunConfig, store: LineageStore, *, progress: bool = True,
-              console: Any = None, plugin_files: list[Any] = ()) -> Evolution:
-        """Create a run: check plugins, evaluate the seed, then store run + seed atomically."""
-        # Build every plugin first so a bad name fails before any evaluation is spent.
-        archive = registry.archive.create(config.archive)
-        registry.selection.create(config.selection)
-        cls._make_operators(config)
-        make_limits(config.limits)
-        sandbox = make_sandbox(config.sandbox)
-        seed_result = cls.evaluate_seed(example, config, sandbox)
-        run_cfg = config.to_dict()
-        run_cfg["sandbox_resolved"] = sandbox[0]
-        run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
-                                  example_dir=str(example.directory), seed=config.seed)
+              console: Any = None, plugin_files: list[Any] = (), listener: TrainingListener | None = None,
+              **kw: Any) -> Evolution:
+        """Create a run: build the plugins, evaluate the seed, then store run and seed."""
+        plugins = EnginePlugins.build(config)  # a bad name fails before any evaluation is spent
+        seed_check = Program(code=example.seed_code, run_id="seed-check")
+        try:
+            outcome = plugins.executor.submit(plugins.job(seed_check, example)).result()
+            plugins.check_seed(example, outcome.result)
+            run_cfg = config.to_dict()
+            run_cfg["sandbox_resolved"] = plugins.sandbox_type
+            run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
+                                      example_dir=str(example.directory), seed=config.seed)
+            for pf in plugin_files:
+                store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
+            evo = cls(store, run_id, example, config, progress=progress, console=console, plugins=plugins,
+                      listener=listener, **kw)
+        except BaseException:
+            plugins.close()
+            raise
         seed = Program(code=example.seed_code, run_id=run_id, operator="seed")
-        rng = np.random.default_rng(config.seed)
-        events = archive.add(seed, seed_result)
-        store.write(run_id=run_id, programs=[seed], evaluations=[(seed.id, seed_result, sandbox[0])],
-                    events=events, state={"rng": rng.bit_generator.state, "budget": config.iterations})
-        for pf in plugin_files:
-            store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
-        return cls(store, run_id, example, config, progress=progress, console=console, sandbox=sandbox)
+        evo.tell(seed, outcome.result, worker=outcome.worker)
+        return evo
 
     @classmethod
-    def resume(cls, store: LineageStore, run_id: str, *, iterations: int | None = None,
-               progress: bool = True, console: Any = None, example_dir: str | None = None) -> Evolution:
+    def resume(cls, store: LineageStore, run_id: str, *, iterations: int | None = None, progress: bool = True,
+               console: Any = None, example_dir: str | None = None, **kw: Any) -> Evolution:
         """Continue a stored run from the database alone (``iterations``: the new total budget)."""
         from qdevolve.evolve.example import load_example
 
         run = store.get_run(run_id)
         config = RunConfig.from_dict(run["config"])
-        if iterations is not None:
-            config = config.with_overrides(iterations=iterations)
-            store.set_state(run["id"], "budget", iterations)
-        else:
-            budget = store.get_state(run["id"], "budget")
-            if budget is not None:
-                config = config.with_overrides(iterations=int(budget))
-        example = load_example(example_dir or run["example_dir"])
-        example = Example(example.directory, example.seed_path, example.evaluator_path,
-                          example.config_path, example.seed_code, config)
-        store.update_run(run["id"], status="running")
-        return cls(store, run["id"], example, config, progress=progress, console=console)
+        budget = iterations if iterations is not None else store.get_state(run["id"], "budget")
+        if budget is not None:
+            config = config.with_overrides(iterations=int(budget))
+        loaded = load_example(example_dir or run["example_dir"])
+        example = Example(loaded.directory, loaded.seed_path, loaded.evaluator_path, loaded.config_path,
+                          loaded.seed_code, config)
+        return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
 
-    # -- rebuild from the store -------------------------------------------------------------
     def _rebuild(self) -> None:
-        """Replay ``archive.add`` over the stored evaluations in the order they were made."""
+        """Replay ``archive.add`` over the stored evaluations in order; rebuild the ledger."""
         for _seq, prog, res in self.store.iter_evaluated(self.run_id):
-            if prog.operator == "seed":
-                self.seed_score = res.score
-            else:
-                self.evaluated += 1
-            self._note_result(prog, res, replay=True)
-        self._unevaluated = self.store.unevaluated(self.run_id)
-        self.children = self.store.count_programs(self.run_id) - 1
-        for h in self.store.code_hashes(self.run_id):
-            self.hashes.add(h)
+            self.archive.add(prog, res)
+            if res.ok and res.score is not None:
+                self.cache.remember(prog, res, self._elite_ids)
+        self.ledger = RunLedger.from_store(self.store, self.run_id, self.config.iterations)
+        self.unevaluated = self.store.unevaluated(self.run_id)
+        self._stored_unevaluated = {p.id for p in self.unevaluated}
+        self.hashes.update(self.store.code_hashes(self.run_id))
         if self.novelty is not None:
             try:
                 self.novelty.add_many((p.code, p.island) for _, p, _ in self.store.iter_programs(self.run_id)
@@ -234,327 +145,188 @@ class Evolution:
         if state is not None:
             self.rng.bit_generator.state = state
 
-    def _note_result(self, prog: Program, res: EvalResult, *, replay: bool) -> list[Any]:
+    def _elite_ids(self) -> set[str]:
+        return {e.program_id for e in self.archive.elites()}
+
+    # -- ask --------------------------------------------------------------------------------
+    def ask(self, iteration: int) -> ChildPlan:
+        """The next child plan; reserves its children from the budget."""
+        plan = self.breeder.plan(iteration, self.ledger.remaining)
+        self.ledger.reserved += plan.n
+        return plan
+
+    async def breed(self, plan: ChildPlan) -> list[Child]:
+        """Run the plan's operator; return the children to evaluate (duplicates dropped)."""
+        op = plan.operator
         try:
-            events = self.archive.add(prog, res)
-        except QdevolveError as exc:
-            if replay or prog.operator == "seed":
-                raise
-            # One program the archive cannot place (e.g. a missing feature) is invalid, not fatal.
-            res.status, res.error, res.score = "invalid", f"archive: {exc}", None
-            events = self.archive.add(prog, res)
-        self.by_status[res.status] += 1
-        if res.status == "ok" and res.score is not None and math.isfinite(res.score):
-            if self.best is None or res.score > self.best[0]:
-                self.best = (res.score, prog.id)
-            self.cache[prog.id] = (prog, res)
-            if len(self.cache) > 20_000:
-                keep = {e.program_id for e in self.archive.elites()}
-                self.cache = {k: v for k, v in self.cache.items() if k in keep}
-        return events
+            cands = await op.propose(plan.parent, plan.context, self.backend)
+        except (RunAborted, WorkerLost):
+            self.ledger.reserved -= plan.n
+            raise
+        except Exception as exc:  # an operator bug: one failed mutation, not a dead run
+            cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
+                               error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
+        kept = [c for c in self.breeder.children(plan, cands) if self._admit(c)]
+        self.ledger.reserved -= plan.n - len(kept)
+        return kept
 
-    # -- one mutation ----------------------------------------------------------------------
-    def _lookup(self, program_id: str) -> tuple[Program, EvalResult]:
-        hit = self.cache.get(program_id)
-        if hit is None:
-            prog = self.store.get_program(program_id)
-            res = self.store.get_evaluation(program_id) or EvalResult(status="error", error="missing")
-            hit = self.cache[program_id] = (prog, res)
-        return hit
+    def _admit(self, child: Child) -> bool:
+        """False for a duplicate (or non-novel) child: not stored, not counted."""
+        prog = child.program
+        if child.failed is not None:
+            self.ledger.dup_streak = 0
+            return True
+        if prog.code_hash in self.hashes:
+            self.ledger.duplicate(self.config.max_duplicate_streak)
+            return False
+        if self.novelty is not None:
+            novel, _sim, vec = self.novelty.check(prog.code, prog.island)
+            if not novel:
+                self.ledger.duplicate(self.config.max_duplicate_streak, "duplicate or non-novel")
+                return False
+            self.novelty.admit(prog.island, vec)
+        self.ledger.dup_streak = 0
+        self.hashes.add(prog.code_hash)
+        return True
 
-    def _pick(self, iteration: int) -> tuple[Any, MutationContext, Program]:
-        op = self.operators[int(self.rng.choice(len(self.operators), p=self.weights))]
-        n_islands = int(getattr(self.archive, "n_islands", 1) or 1)
-        island = iteration % n_islands if n_islands > 1 else None
-        n_par = int(getattr(op, "n_parents", 1) or 1)
-        elites = self.archive.sample(self.rng, self.selection, island=island, n=n_par)
-        if n_par > 1:
-            elites = self._distinct_parents(elites, island)
-            if len(elites) < n_par:  # too few programs to cross yet: use a one-parent operator
-                singles = [i for i, o in enumerate(self.operators) if int(getattr(o, "n_parents", 1) or 1) == 1]
-                if singles:
-                    w = self.weights[singles] / self.weights[singles].sum()
-                    op = self.operators[singles[int(self.rng.choice(len(singles), p=w))]]
-                elites = elites[:1]
-        parent, parent_res = self._lookup(elites[0].program_id)
-        others = [self._lookup(e.program_id) for e in elites[1:]]
-        insp_cfg = self.config.inspirations
-        insp = []
-        if getattr(op, "needs_backend", False) and (insp_cfg.get("n_best") or insp_cfg.get("n_diverse")):
-            insp = [self._lookup(e.program_id) for e in self.archive.inspirations(
-                parent.id, self.rng, n_best=int(insp_cfg.get("n_best", 2)),
-                n_diverse=int(insp_cfg.get("n_diverse", 2)), island=island)]
-        ctx = MutationContext(rng=self.rng, parent_result=parent_res, inspirations=insp,
-                              other_parents=others, iteration=iteration,
-                              island=island if island is not None else parent.island,
-                              n=self.config.children_per_parent, settings=self._prompt_settings())
-        return op, ctx, parent
-
-    def _distinct_parents(self, elites: list[Any], island: int | None) -> list[Any]:
-        """Parents with distinct programs: redraw duplicates, then any other elite at random."""
-        out, seen = [], set()
-        for e in elites:
-            if e.program_id not in seen:
-                out.append(e)
-                seen.add(e.program_id)
-        want = len(elites)
-        for _ in range(4):
-            if len(out) >= want:
-                break
-            for e in self.archive.sample(self.rng, self.selection, island=island, n=want - len(out)):
-                if e.program_id not in seen:
-                    out.append(e)
-                    seen.add(e.program_id)
-        if len(out) < want:
-            others = [e for e in self.archive.elites() if e.program_id not in seen]
-            while others and len(out) < want:
-                e = others.pop(int(self.rng.integers(len(others))))
-                out.append(e)
-                seen.add(e.program_id)
-        return out
-
-    def _prompt_settings(self) -> dict[str, Any]:
-        s = dict(self.config.prompt)
-        s.setdefault("example_dir", str(self.example.directory))
-        return s
-
-    def _child(self, cand: Candidate, parent: Program, ctx: MutationContext, op: Any) -> Program:
-        gens = [parent.generation] + [p.generation for p, _ in ctx.other_parents]
-        meta = dict(cand.metadata)
-        comp = cand.completion
-        if comp is not None:
-            meta["usage"] = {"prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
-                             "model": comp.model}
-        if cand.code is None:
-            meta.update(failed_mutation=True, reason=cand.error)
-        parent_ids = tuple(dict.fromkeys(cand.parent_ids)) or (parent.id,)
-        return Program(code=cand.code if cand.code is not None else "", run_id=self.run_id,
-                       parent_ids=parent_ids, generation=1 + max(gens),
-                       island=ctx.island, operator=cand.operator or op.name, prompt_hash=cand.prompt_hash,
-                       policy_version=getattr(comp, "policy_version", None) if comp is not None else None,
-                       metadata=meta)
-
-    def _rollout(self, cand: Candidate, child: Program) -> Rollout | None:
-        comp = cand.completion
-        if comp is None:
-            return None
-        return Rollout(prompt=cand.prompt or "", completion=comp.text, run_id=self.run_id,
-                       token_ids=list(comp.token_ids), logprobs=list(comp.logprobs),
-                       prompt_token_ids=list(comp.prompt_token_ids), policy_version=comp.policy_version,
-                       program_id=child.id, group_id=cand.group_id, finish_reason=comp.finish_reason,
-                       prompt_tokens=comp.prompt_tokens, completion_tokens=comp.completion_tokens,
-                       metadata={"operator": child.operator, "parent_ids": list(child.parent_ids),
-                                 "model": comp.model})
-
-    def _evaluate_sync(self, program: Program) -> EvalResult:
-        try:
-            return self.sandbox.evaluate(program, self.example.evaluator_path, self.limits,
-                                         cascade_thresholds=self.cascade)
-        except Exception as exc:  # a sandbox bug must not lose the program
-            return EvalResult(status="error", error=f"sandbox failure: {type(exc).__name__}: {exc}")
-
-    async def _finish(self, program: Program, result: EvalResult, cand: Candidate | None,
-                      rollout: Rollout | None) -> None:
-        events = self._note_result(program, result, replay=False)
-        self.store.write(run_id=self.run_id, evaluations=[(program.id, result, self.sandbox_name)],
-                         events=events, state={"rng": self.rng.bit_generator.state})
-        if rollout is not None:
-            self.store.set_rollout_rewards([(rollout.id, *self.rollout_reward(program, result, events))])
-        if program.operator != "seed":
-            self.evaluated += 1
-        if cand is not None and self.backend is not None and hasattr(self.backend, "report"):
-            parent_score = self._lookup(program.parent_ids[0])[1].score if program.parent_ids else None
-            if result.ok and result.score is not None and parent_score is not None:
-                model = getattr(cand.completion, "model", None)
-                if model:
-                    self.backend.report(model, result.score - parent_score)
+    async def evaluate(self, child: Child) -> None:
+        """Place the child's evaluation on the executor, then :meth:`tell` its result."""
+        if child.failed is not None:
+            result, worker = child.failed, None
+        else:
+            outcome = await asyncio.wrap_future(self.executor.submit(self.plugins.job(child.program, self.example)))
+            result, worker = outcome.result, outcome.worker
+        self.tell(child.program, result, child=child, worker=worker)
         for hook in self.hooks:
-            out = hook(program, result, cand)
+            out = hook(child.program, result, child.candidate)
             if inspect.isawaitable(out):
                 await out
+
+    async def after_job(self, children: list[Child]) -> None:
+        if self.listener is not None:
+            await self.listener.after_job([c.program for c in children])
+
+    # -- tell -------------------------------------------------------------------------------
+    def tell(self, program: Program, result: EvalResult, *, child: Child | None = None,
+             worker: str | None = None) -> list[ArchiveEvent]:
+        """Record one evaluation: program (unless stored earlier), evaluation, archive events,
+        rollout with its reward, inspiration edges and the random state, in one transaction."""
+        stored_before = program.id in self._stored_unevaluated
+        events = self._archive_add(program, result)
+        rollout = child.rollout if child is not None else None
+        if rollout is not None:
+            parent = self.cache.get(program.parent_ids[0])[1] if program.parent_ids else None
+            r = (self.listener.reward if self.listener is not None else score_reward)(program, result, events, parent)
+            rollout.reward, rollout.reward_vector, rollout.cluster_key = r.reward, r.vector, r.cluster_key
+        self.store.write(
+            run_id=self.run_id, programs=() if stored_before else [program],
+            edges=child.edges if child is not None else (),
+            evaluations=[EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id)],
+            events=events, rollouts=[rollout] if rollout is not None else (),
+            state={"rng": self.rng.bit_generator.state})
+        self._stored_unevaluated.discard(program.id)
+        self.ledger.note(program, result, new_program=not stored_before)
+        if result.ok and result.score is not None:
+            self.cache.remember(program, result, self._elite_ids)
+        if self._reporter is not None and child is not None and child.candidate.completion is not None:
+            parent_score = self.cache.get(program.parent_ids[0])[1].score if program.parent_ids else None
+            model = child.candidate.completion.model
+            if result.ok and result.score is not None and parent_score is not None and model:
+                self._reporter.report(model, result.score - parent_score)
         self._tick()
+        return events
 
-    def rollout_reward(self, program: Program, result: EvalResult,
-                       events: list[Any]) -> tuple[float | None, list[float] | None, str | None]:
-        """``(reward, reward_vector, cluster_key)`` of the rollout that produced ``program``.
-
-        The plain engine records the score (``None`` unless ``ok``), the per-test vector and the
-        archive cell; :class:`~qdevolve.evolve.joined.JoinedEvolution` overrides it with the
-        training reward.
-        """
-        cell = next((e.cell for e in events if e.cell), None)
-        return (result.score if result.ok else None), result.tests, cell
-
-    async def after_job(self, candidates: list[Candidate]) -> None:
-        """Called once all children of one parent prompt are stored and evaluated."""
-
-    async def _evaluate_and_store(self, loop: asyncio.AbstractEventLoop, program: Program,
-                                  cand: Candidate | None = None, rollout: Rollout | None = None) -> None:
-        result = await loop.run_in_executor(self._pool, self._evaluate_sync, program)
-        await self._finish(program, result, cand, rollout)
-
-    async def _job(self, loop: asyncio.AbstractEventLoop, iteration: int, reserved: int) -> None:
-        """One parent -> up to ``reserved`` children (unused reservations are returned)."""
-        used = 0
+    def _archive_add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:
         try:
-            op, ctx, parent = self._pick(iteration)
-            ctx.n = max(1, min(ctx.n, reserved))
-            try:
-                cands = await op.propose(parent, ctx, self.backend)
-            except Exception as exc:  # an operator bug: one failed mutation, not a dead run
-                cands = [Candidate(code=None, operator=op.name, parent_ids=(parent.id,),
-                                   error=f"operator '{op.name}' raised {type(exc).__name__}: {exc}")]
-            evals = []
-            for cand in cands[:reserved]:
-                child = self._child(cand, parent, ctx, op)
-                rollout = self._rollout(cand, child)
-                if cand.code is None:
-                    used += 1
-                    self.dup_streak = 0
-                    res = EvalResult(status="invalid", error=(cand.error or "mutation failed")[:500],
-                                     artifacts={"raw_reply": (cand.raw or "")[:RAW_REPLY_LIMIT],
-                                                "reason": cand.error or ""})
-                    self.store.write(programs=[child], rollouts=[rollout] if rollout else [])
-                    self.children += 1
-                    await self._finish(child, res, cand, rollout)
-                    continue
-                if child.code_hash in self.hashes:
-                    self.dup_streak += 1
-                    if self.dup_streak >= self.config.max_duplicate_streak:
-                        self.stop_reason = f"{self.dup_streak} duplicate children in a row"
-                        self._stop = True
-                    continue
-                if self.novelty is not None:
-                    novel, _sim, vec = self.novelty.check(child.code, child.island)
-                    if not novel:  # near-duplicate by embedding: skipped like a duplicate
-                        self.dup_streak += 1
-                        if self.dup_streak >= self.config.max_duplicate_streak:
-                            self.stop_reason = f"{self.dup_streak} duplicate or non-novel children in a row"
-                            self._stop = True
-                        continue
-                    self.novelty.admit(child.island, vec)
-                self.dup_streak = 0
-                self.hashes.add(child.code_hash)
-                used += 1
-                edges = [(e.id, child.id, "inspiration") for e, _ in ctx.inspirations]
-                self.store.write(run_id=self.run_id, programs=[child], edges=edges,
-                                 rollouts=[rollout] if rollout else [])
-                self.children += 1
-                evals.append(self._evaluate_and_store(loop, child, cand, rollout))
-            self.children_reserved -= reserved - used
-            if evals:
-                await asyncio.gather(*evals)
-            await self.after_job(cands)
-        except Exception:
-            self.children_reserved -= reserved - used
-            raise
+            return self.archive.add(program, result)
+        except QdevolveError as exc:
+            if program.operator == "seed":
+                raise
+            # One program the archive cannot place (e.g. a missing feature) is invalid, not fatal.
+            result.status, result.error, result.score = "invalid", f"archive: {exc}", None
+            return self.archive.add(program, result)
 
-    # -- the loop --------------------------------------------------------------------------
+    # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunSummary:
-        """Run until the budget (``config.iterations`` children) or wall time is spent."""
-        t0 = time.time()
-        self._stop = False
-        try:
-            with self._display() as self._progress_cb:
-                asyncio.run(self._run())
-        finally:
-            self.close_workers()
-        status = "finished" if self.children >= self.config.iterations else "stopped"
-        self.store.update_run(self.run_id, status=status)
-        return self.summary(time.time() - t0)
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        workers = max(1, int(self.config.workers))
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="qdevolve-sandbox")
-        self._t0 = time.time()
-        if self._unevaluated:
-            pending, self._unevaluated = self._unevaluated, []
-            await asyncio.gather(*(self._evaluate_and_store(loop, p) for p in pending))
-        max_pending = self.config.max_pending or (4 * workers if self.backend is not None else workers)
-        sem = asyncio.Semaphore(max_pending)
-        tasks: set[asyncio.Task[None]] = set()
-        self.children_reserved = self.children
-        iteration = self.children
-        deadline = self._t0 + self.config.wall_time_s if self.config.wall_time_s else None
-        errors: list[BaseException] = []
-        while not self._stop:
-            await sem.acquire()
-            if errors:
-                sem.release()
-                break
-            if deadline and time.time() >= deadline:
-                self.stop_reason = "wall time"
-                sem.release()
-                break
-            remaining = self.config.iterations - self.children_reserved
-            if remaining <= 0:
-                if not tasks:
-                    sem.release()
-                    break
-                sem.release()
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                continue
-            reserved = min(remaining, max(1, self.config.children_per_parent))
-            self.children_reserved += reserved
-            task = asyncio.create_task(self._job(loop, iteration, reserved))
-            iteration += 1
-            tasks.add(task)
-
-            def _done(t: asyncio.Task[None]) -> None:
-                tasks.discard(t)
-                sem.release()
-                if not t.cancelled() and t.exception() is not None:
-                    errors.append(t.exception())
-
-            task.add_done_callback(_done)
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        if errors:
-            raise errors[0]
-
-    @property
-    def children_stored(self) -> int:
-        return self.store.count_programs(self.run_id) - 1
-
-    def close_workers(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=True)
-        self.children = self.children_stored
-
-    def close(self) -> None:
-        for obj in (self.sandbox, self.backend):
-            close = getattr(obj, "close", None)
-            if close is not None:
-                res = close()
-                if inspect.isawaitable(res):
-                    asyncio.run(res)
-
-    # -- display ---------------------------------------------------------------------------
-    def _display(self) -> Any:
+        """Run until the budget (``config.iterations`` children), the wall time or a stop."""
         from qdevolve.evolve.display import ProgressDisplay
 
-        return ProgressDisplay(self, enabled=self.progress, console=self.console)
+        lease = self.store.lease(self.run_id).acquire()  # one writer per run: refuses while another lives
+        self.store.update_run(self.run_id, status="running")
+        self.store.set_state(self.run_id, "budget", self.config.iterations)
+        t0 = time.time()
+        self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
+        status = "stopped"
+        try:
+            with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
+                                 stats=self.archive.stats) as self._tick:
+                asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=self.config.wall_time_s))
+            status = "finished" if self.ledger.stored >= self.config.iterations else "stopped"
+        except WorkerLost as exc:
+            self.ledger.stop(f"worker lost: {exc}")
+            raise RunAborted(f"{self.store.name}: run {self.run_id[:12]} stopped: {exc}; "
+                             f"resume with 'qdevolve resume --db {self.store.name}'") from exc
+        except RunAborted as exc:
+            self.ledger.stop(str(exc))
+            raise
+        finally:
+            self._tick = lambda: None
+            self.store.update_run(self.run_id, status=status)
+            lease.release()
+        return summarize(self, time.time() - t0)
 
-    def _tick(self) -> None:
-        cb = getattr(self, "_progress_cb", None)
-        if cb is not None:
-            cb()
+    def _max_pending(self) -> int:
+        workers = max(1, self.executor.slots)
+        return (self.config.max_pending or (self.listener.max_pending if self.listener is not None else None)
+                or (4 * workers if self.backend is not None else workers))
+
+    def close(self) -> None:
+        """Close the executor (and its sandboxes), the listener and the backend."""
+        self.plugins.close()
+        if self.listener is not None:
+            self.listener.close()
+        close = getattr(self.backend, "close", None)  # optional in the backend protocol
+        if close is not None:
+            res = close()
+            if inspect.isawaitable(res):
+                asyncio.run(res)
 
     def summary(self, elapsed: float) -> RunSummary:
-        stats = dict(self.archive.stats())
-        if self.novelty is not None:
-            stats["novelty_rejected"] = self.novelty.rejected
-        return RunSummary(
-            run_id=self.run_id, db=self.store.target, evaluations=self.store.count_evaluations(self.run_id),
-            budget=self.config.iterations, seed_score=self.seed_score,
-            best_score=self.best[0] if self.best else None,
-            best_program_id=self.best[1] if self.best else None, by_status=dict(self.by_status),
-            elapsed_s=elapsed, stats=stats, stop_reason=self.stop_reason)
+        return summarize(self, elapsed)
+
+    # Read-only views of the ledger, for callers of the engine before the ledger existed.
+    @property
+    def evaluated(self) -> int:
+        return self.ledger.evaluated
+
+    @property
+    def children(self) -> int:
+        return self.ledger.stored
+
+    @property
+    def best(self) -> tuple[float, str] | None:
+        led = self.ledger
+        return None if led.best_score is None or led.best_id is None else (led.best_score, led.best_id)
+
+    @property
+    def seed_score(self) -> float | None:
+        return self.ledger.seed_score
+
+    @property
+    def sandbox_name(self) -> str:
+        return self.plugins.sandbox_type
+
+
+def _default_listener(store: LineageStore, run_id: str, config: RunConfig) -> TrainingListener | None:
+    if not config.train:
+        return None
+    from qdevolve.evolve.joined import JoinedListener
+
+    return JoinedListener(store, run_id, config)
 
 
 def default_db_path(example_dir: Path, root: Path | None = None) -> Path:
     """``archives/<example>-<timestamp>.sqlite`` under the current directory."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return (root or Path("archives")) / f"{example_dir.name}-{stamp}.sqlite"
+

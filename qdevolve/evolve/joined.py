@@ -19,6 +19,13 @@ The per-test vector (or ``[score]``) is the reward vector (VPO). Cluster keys
 landed in; children not admitted share ``cell:none``) or ``outcome`` (hash of the per-test
 vector and score), or any registered clusterer.
 
+The loop is the plain engine with a :class:`JoinedListener` (a
+:class:`~qdevolve.evolve.listener.TrainingListener`, not an engine subclass): the engine
+writes each rollout with the reward the listener computes in the same transaction as the
+child's evaluation, and calls :meth:`JoinedListener.after_job` after each parent prompt.
+``group_size`` (default: ``run.children_per_parent``) is how many children of one parent
+and one prompt form one group (ThetaEvolve samples 16, TTT-Discover 64).
+
 ``train`` settings (``config.yaml`` section or the ``--policy``/``--train-objective``/
 ``--train-every``/``--objective-arg`` flags): ``policy`` (``tiny``, a Hugging Face model
 directory, or ``vllm:PATH``), ``task`` (the tiny policy's task, default ``expr_dsl``),
@@ -37,16 +44,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from qdevolve import registry
+from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
 from qdevolve.evolve.config import RunConfig
-from qdevolve.evolve.engine import Evolution
-from qdevolve.mutation.base import Candidate
-from qdevolve.types import EvalResult, Program
+from qdevolve.evolve.listener import Reward
+from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["JoinedEvolution", "TrainSettings", "apply_policy_options"]
+__all__ = ["JoinedListener", "JoinedEvolution", "TrainSettings", "apply_policy_options"]
 
 REWARDS = ("score", "improvement", "tests")
 
@@ -65,6 +70,7 @@ class TrainSettings:
     correct_threshold: float = 1.0
     outcome: str = "text"
     trainer: dict[str, Any] = field(default_factory=dict)
+    group_size: int | None = None
     operator: dict[str, Any] = field(default_factory=dict)
     backend: dict[str, Any] = field(default_factory=dict)
 
@@ -83,6 +89,8 @@ class TrainSettings:
             raise ConfigError(f"{where}.reward must be one of {', '.join(REWARDS)}, got {s.reward!r}")
         if s.outcome not in ("text", "behaviour"):
             raise ConfigError(f"{where}.outcome must be 'text' or 'behaviour', got {s.outcome!r}")
+        if s.group_size is not None and (isinstance(s.group_size, bool) or int(s.group_size) < 1):
+            raise ConfigError(f"{where}.group_size must be an integer >= 1, got {s.group_size!r}")
         if s.every < 1:
             raise ConfigError(f"{where}.every must be >= 1, got {s.every}")
         if s.objective.get("type") == "es":
@@ -126,49 +134,67 @@ def apply_policy_options(config: RunConfig, *, policy: str | None, objective: st
     return config.with_overrides(train=train, mutation=mutation, backend=backend)
 
 
+
 class _LockedBackend:
     """The shared backend behind a lock, so a trainer step never races a generation."""
 
-    def __init__(self, inner: Any, lock: asyncio.Lock | None = None) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.lock = lock
+        self.lock: asyncio.Lock | None = None  # created inside the running event loop
 
-    async def generate(self, requests: list[Any]) -> list[list[Any]]:
+    def _lock(self) -> asyncio.Lock:
         if self.lock is None:
             self.lock = asyncio.Lock()
-        async with self.lock:
+        return self.lock
+
+    async def generate(self, requests: list[Any]) -> list[list[Any]]:
+        async with self._lock():
             return await self.inner.generate(requests)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def load_policy(self, version: int, path: str | None) -> None:
+        self.inner.load_policy(version, path)
+
+    def close(self) -> Any:
+        close = getattr(self.inner, "close", None)  # optional in the backend protocol
+        return None if close is None else close()
 
 
-class JoinedEvolution(Evolution):
-    """:class:`Evolution` whose ``policy`` mutations train the policy that makes them."""
+class JoinedListener:
+    """Trains the policy behind the ``policy`` operator while the engine evolves (module docstring).
 
-    def __init__(self, store: Any, run_id: str, example: Any, config: RunConfig, **kw: Any) -> None:
-        self.train_settings = TrainSettings.from_dict(config.train)
-        if config.max_pending is None:
-            # Few parent prompts in flight: enough to keep the sandbox workers busy, few enough
-            # that trainer steps land between generations (on-policy rollouts, fresh versions).
-            per_job = max(1, config.children_per_parent)
-            config = config.with_overrides(max_pending=-(-max(1, config.workers) // per_job) + 1)
-        self.trainer = self._load_trainer(store, run_id)
-        self.clusterer = registry.cluster.create(self.train_settings.cluster)
-        super().__init__(store, run_id, example, config, **kw)
+    Args:
+        store: The run's database (policy versions and rollouts).
+        run_id: The run.
+        config: The run config; its ``train`` section is read as :class:`TrainSettings`.
+    """
+
+    def __init__(self, store: LineageStore, run_id: str, config: RunConfig) -> None:
+        from qdevolve.evolve.training_groups import GroupCollector
+
+        self.settings = TrainSettings.from_dict(config.train)
+        self.store, self.run_id = store, run_id
+        self.trainer = self._load_trainer()
+        self.clusterer = registry.cluster.create(self.settings.cluster)
+        self.backend = self._make_backend()
+        self.group_size: int | None = self.settings.group_size
+        per_job = self.group_size or max(1, config.children_per_parent)
+        # Few parent prompts in flight: enough to keep the workers busy, few enough that trainer
+        # steps land between generations (on-policy rollouts, fresh versions).
+        self.max_pending: int | None = -(-max(1, config.workers) // per_job) + 1
         state = store.get_state(run_id, "joined") or {}
-        self.last_seq = int(state.get("last_seq", 0))
+        self.groups = GroupCollector(store, run_id, self.settings, self.trainer.objective,
+                                     last_seq=int(state.get("last_seq", 0)))
+        self.n_tests = 1  # width of the reward vector: the number of tests, once a result has them
         self.evals_since_step = 0
         self.train_log: list[dict[str, Any]] = []
-        self._fix_missing_rewards()
 
     # -- policy and trainer --------------------------------------------------------------
     def _base_model(self) -> tuple[Any, Any]:
-        spec = self.train_settings.policy
+        spec = self.settings.policy
         if spec == "tiny":
             from qdevolve.rl.tiny import load_tiny_policy
 
-            return load_tiny_policy(self.train_settings.task)
+            return load_tiny_policy(self.settings.task)
         path = spec.split(":", 1)[1] if spec.startswith("vllm:") else spec
         try:
             import torch
@@ -184,163 +210,119 @@ class JoinedEvolution(Evolution):
             tok.pad_token = tok.eos_token
         return model, tok
 
-    def _load_trainer(self, store: Any, run_id: str) -> Any:
+    def _load_trainer(self) -> Any:
         from qdevolve.rl.config import TrainerConfig
         from qdevolve.rl.trainer import PolicyTrainer
 
-        objective = registry.objective.create(self.train_settings.objective)
-        objective.name = self.train_settings.objective["type"]
+        objective = registry.objective.create(self.settings.objective)
+        objective.name = self.settings.objective["type"]
         try:
-            tconf = TrainerConfig(**self.train_settings.trainer)
+            tconf = TrainerConfig(**self.settings.trainer)
         except TypeError as exc:
             raise ConfigError(f"train.trainer: {exc}") from None
-        if store.policy_versions(run_id):
-            return PolicyTrainer.from_store(store, run_id, objective, tconf)
+        if self.store.policy_versions(self.run_id):
+            return PolicyTrainer.from_store(self.store, self.run_id, objective, tconf)
         model, tok = self._base_model()
-        trainer = PolicyTrainer(model, tok, objective, tconf, store=store, run_id=run_id)
+        trainer = PolicyTrainer(model, tok, objective, tconf, store=self.store, run_id=self.run_id)
         trainer.save_version(metrics={"base": True, "objective": objective.name})
         return trainer
 
-    def _make_backend(self, config: RunConfig) -> Any:
-        spec = self.train_settings.policy
+    def _make_backend(self) -> _LockedBackend:
+        spec = self.settings.policy
         if spec.startswith("vllm:"):
             backend = registry.backend.create({"type": "vllm", "model": spec.split(":", 1)[1],
-                                               **self.train_settings.backend})
-            backend.load_policy(self.trainer.version, self.store_path_of_version(self.trainer.version))
+                                               **self.settings.backend})
+            backend.load_policy(self.trainer.version, self._path_of(self.trainer.version))
         else:
             backend = registry.backend.create({"type": "transformers", "model": self.trainer.model,
-                                               "tokenizer": self.trainer.tokenizer, **self.train_settings.backend})
+                                               "tokenizer": self.trainer.tokenizer, **self.settings.backend})
             backend.policy_version = self.trainer.version
         return _LockedBackend(backend)
 
-    def store_path_of_version(self, version: int) -> str | None:
+    def _path_of(self, version: int) -> str | None:
         rows = self.store.policy_versions(self.run_id)
         return next((r["path"] for r in rows if r["version"] == version), None)
 
     # -- rewards -------------------------------------------------------------------------
-    def _reward(self, program: Program, result: EvalResult) -> float:
-        s = self.train_settings
+    def _scalar(self, program: Program, result: EvalResult, parent: EvalResult | None) -> float:
+        s = self.settings
         if result.status != "ok" or result.score is None or not math.isfinite(result.score):
             return s.invalid_reward
-        if s.reward == "improvement" and program.parent_ids:
-            parent = self._lookup(program.parent_ids[0])[1]
+        if s.reward == "improvement" and parent is not None:
             return float(result.score - (parent.score or 0.0))
         if s.reward == "tests" and result.tests:
             return float(sum(result.tests) / len(result.tests))
         return float(result.score)
 
-    def rollout_reward(self, program: Program, result: EvalResult,
-                       events: list[Any]) -> tuple[float | None, list[float] | None, str | None]:
-        cell = next((e.cell for e in events if e.cell), None)
+    def reward(self, program: Program, result: EvalResult, events: list[ArchiveEvent],
+               parent: EvalResult | None) -> Reward:
+        """Gated reward, per-test vector and cluster key of the rollout behind ``program``."""
+        scalar = self._scalar(program, result, parent)
         if result.tests:
-            self._n_tests = len(result.tests)
+            self.n_tests = len(result.tests)
             vector = [float(t) for t in result.tests]
         else:  # failed programs score every test as the gated reward, so vectors line up
-            vector = [self._reward(program, result)] * getattr(self, "_n_tests", 1)
+            vector = [scalar] * self.n_tests
+        cell = next((e.cell for e in events if e.cell), None)
         meta: dict[str, Any] = {"program_id": program.id, "tests": result.tests,
                                 "score": None if result.score is None else round(result.score, 9),
                                 "status": result.status}
         if cell is not None:
             meta["archive_cell"] = cell
         text = program.metadata.get("completion") or program.code
-        key = str(self.clusterer((text, meta)))
-        return self._reward(program, result), vector, key
-
-    def _fix_missing_rewards(self) -> None:
-        """After a kill between an evaluation and its reward row: recompute from the store."""
-        fixes = []
-        for _seq, r in self.store.rollouts(self.run_id, after_seq=self.last_seq):
-            if r.reward is None and r.program_id:
-                res = self.store.get_evaluation(r.program_id)
-                if res is not None:
-                    prog = self.store.get_program(r.program_id)
-                    fixes.append((r.id, *self.rollout_reward(prog, res, [])))
-        if fixes:
-            self.store.set_rollout_rewards(fixes)
+        return Reward(scalar, vector, str(self.clusterer((text, meta))))
 
     # -- training ------------------------------------------------------------------------
-    async def after_job(self, candidates: list[Candidate]) -> None:
-        self.evals_since_step += len(candidates)
-        if self.evals_since_step >= self.train_settings.every:
+    async def after_job(self, programs: list[Program]) -> None:
+        self.evals_since_step += len(programs)
+        if self.evals_since_step >= self.settings.every:
             await self.train_step()
 
-    def _complete_groups(self) -> tuple[list[Any], int]:
-        from qdevolve.rl.group import RolloutGroup
-
-        rows = self.store.rollouts(self.run_id, after_seq=self.last_seq)
-        by_group: dict[str, list[tuple[int, Any]]] = {}
-        for seq, r in rows:
-            by_group.setdefault(r.group_id or r.id, []).append((seq, r))
-        groups, last = [], self.last_seq
-        pending_min = None
-        for members in by_group.values():
-            if any(r.reward is None for _, r in members):
-                first = min(seq for seq, _ in members)
-                pending_min = first if pending_min is None else min(pending_min, first)
-                continue
-            rs = [r for _, r in members if r.token_ids]
-            lengths = {len(r.reward_vector) for r in rs if r.reward_vector is not None}
-            if len(lengths) > 1:  # e.g. rewarded before the first per-test vector was seen
-                width = max(lengths)
-                for r in rs:
-                    if r.reward_vector is not None and len(r.reward_vector) != width:
-                        r.reward_vector = [float(r.reward or 0.0)] * width
-            if len(rs) >= 2:
-                g = RolloutGroup.from_rollouts(rs, outcome=self._outcome_key)
-                if ("candidate_vectors" in getattr(self.trainer.objective, "requires", ())
-                        and g.candidate_vectors is None and g.reward_vectors is not None):
-                    # one program per completion: a set of m = 1 candidates (VPO with m = 1)
-                    g.candidate_vectors = np.asarray(g.reward_vectors, dtype=float)[:, None, :]
-                g.metadata["prompt_token_ids"] = list(rs[0].prompt_token_ids)
-                groups.append(g)
-            last = max(last, max(seq for seq, _ in members))
-        if pending_min is not None:
-            last = min(last, pending_min - 1)
-        return groups, last
-
-    def _outcome_key(self, r: Any) -> str:
-        """IPS's outcome identity: the completion text, or its behaviour (tests and reward)."""
-        if self.train_settings.outcome == "behaviour":
-            return f"{r.reward_vector}|{r.reward}"
-        return r.completion.strip()
-
     async def train_step(self) -> dict[str, Any] | None:
-        groups, last = self._complete_groups()
+        """One trainer step on the groups completed since the last one; a new policy version."""
+        groups, last = self.groups.complete()
         if not groups:
             return None
-        lock = self.backend.lock or asyncio.Lock()
-        self.backend.lock = lock
         loop = asyncio.get_running_loop()
-        async with lock:
+        async with self.backend._lock():
             t0 = time.perf_counter()
             metrics = await loop.run_in_executor(None, self.trainer.step, groups)
             metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
             metrics["step_seconds"] = time.perf_counter() - t0
-            metrics.update(self._diversity(groups))
+            metrics.update(self.groups.diversity(groups))
             metrics["groups"] = len(groups)
-            version = await loop.run_in_executor(None, lambda: self.trainer.save_version(metrics=metrics))
+            version = await loop.run_in_executor(None, lambda: self.trainer.save_version(
+                metrics=metrics, extra_state={"joined": {"last_seq": last}}))
             inner = self.backend.inner
-            if getattr(inner, "model", None) is self.trainer.model:
+            if getattr(inner, "model", None) is self.trainer.model:  # in-process weights: already current
                 inner.policy_version = version
             else:
-                inner.load_policy(version, self.store_path_of_version(version))
-        self.last_seq = max(self.last_seq, last)
-        self.store.set_state(self.run_id, "joined", {"last_seq": self.last_seq, "version": version})
+                inner.load_policy(version, self._path_of(version))
+        self.groups.last_seq = max(self.groups.last_seq, last)
         self.evals_since_step = 0
         self.train_log.append({"version": version, **metrics})
         return metrics
 
-    def _diversity(self, groups: list[Any]) -> dict[str, float]:
-        import numpy as np
+    def close(self) -> None:
+        """Nothing to release beyond the backend, which the engine closes."""
 
-        texts, correct = [], set()
-        for g in groups:
-            keys = g.outcome_keys if g.outcome_keys is not None else [None] * g.size
-            for i in range(g.size):
-                key = keys[i] if keys[i] is not None else str(g.cluster_keys[i]) if g.cluster_keys is not None else i
-                texts.append(key)
-                if float(g.rewards[i]) >= self.train_settings.correct_threshold:
-                    correct.add(key)
-        rewards = np.concatenate([np.asarray(g.rewards, dtype=float) for g in groups])
-        return {"D_n": float(len(correct)), "mean_reward": float(rewards.mean()),
-                "distinct_clusters": float(len({str(k) for g in groups for k in (g.cluster_keys or [])}))}
+
+class JoinedEvolution:
+    """The joined run's entry points, kept for callers of the former engine subclass.
+
+    ``JoinedEvolution.start(...)``/``.resume(...)`` return a plain
+    :class:`~qdevolve.evolve.engine.Evolution` whose listener is a :class:`JoinedListener`
+    (built from ``config.train``); ``Evolution.start``/``resume`` do the same by themselves.
+    """
+
+    @staticmethod
+    def start(*args: Any, **kw: Any) -> Any:
+        from qdevolve.evolve.engine import Evolution
+
+        return Evolution.start(*args, **kw)
+
+    @staticmethod
+    def resume(*args: Any, **kw: Any) -> Any:
+        from qdevolve.evolve.engine import Evolution
+
+        return Evolution.resume(*args, **kw)

@@ -39,15 +39,17 @@ class TrainerConfig:
                                      "steps (ProRL); 0 never resets."})
     reset_optimizer_on_ref_reset: bool = field(
         default=True, metadata={"help": "Also reset the optimiser state at a reference reset (ProRL)."})
-    loss_type: str = field(
-        default="grpo", metadata={"help": "Token normalisation: 'grpo' (mean per sequence, then over sequences), "
-                                          "'bnpo' (per token over the micro-batch), 'dr_grpo' (sum / (B x "
-                                          "max_completion_length)), 'dapo' (per token over the whole batch). "
-                                          "An objective with a loss_type attribute (dr_grpo) overrides the "
-                                          "default unless loss_type is set explicitly."})
+    loss_type: str | None = field(
+        default=None, metadata={"help": "Token normalisation: 'grpo' (mean per sequence, then over sequences), "
+                                        "'bnpo' (per token over the micro-batch), 'dr_grpo' (sum / (B x "
+                                        "max_completion_length)), 'dapo' (per token over the whole batch). "
+                                        "None: the objective's declared loss_type (dr_grpo), else 'grpo'; a "
+                                        "value set here always wins."})
     max_completion_length: int = field(
         default=16, metadata={"help": "Completion length budget in tokens (the dr_grpo normaliser)."})
-    num_iterations: int = field(default=1, metadata={"help": "mu: optimiser passes over each batch of groups."})
+    num_iterations: int | None = field(
+        default=None, metadata={"help": "mu: optimiser passes over each batch of groups. None: the objective's "
+                                        "declared mu (LAD), else 1; a value set here always wins."})
     gradient_accumulation_steps: int = field(
         default=1, metadata={"help": "Micro-batches per optimiser step (the batch's completions are split)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature; logits are divided by it."})
@@ -64,10 +66,10 @@ class TrainerConfig:
     seed: int = field(default=0, metadata={"help": "Seed of the trainer's torch generator."})
 
     def __post_init__(self) -> None:
-        if self.loss_type not in LOSS_TYPES:
+        if self.loss_type is not None and self.loss_type not in LOSS_TYPES:
             raise ConfigError(f"TrainerConfig.loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
         for name in ("num_iterations", "gradient_accumulation_steps", "max_completion_length"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.epsilon < 0 or (self.epsilon_high is not None and self.epsilon_high < 0):
             raise ConfigError("TrainerConfig.epsilon and epsilon_high must be >= 0")

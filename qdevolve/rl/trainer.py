@@ -14,19 +14,23 @@ it::
 aggregated by ``loss_type``: ``grpo`` = mean over each sequence's tokens then over sequences;
 ``bnpo`` = mean over the micro-batch's tokens; ``dr_grpo`` = sum / (B x max_completion_length)
 (Liu et al. 2025, Dr. GRPO); ``dapo`` = sum / active tokens of the whole batch. An objective
-may replace the surrogate term with its ``loss_override(logp, old_logp, A)`` hook (LAD), and
-its ``mu`` hint sets the update epochs unless ``num_iterations`` is configured. The reference
-policy is a frozen copy of the initial policy, hard-reset to the current one every ``ref_reset_steps``
-steps together with the optimiser state (ProRL, Liu et al. 2025, arXiv 2505.24864). Each call
-of :meth:`PolicyTrainer.step` makes ``num_iterations`` (mu) optimiser steps over the batch,
+may replace the surrogate term with its ``loss_override(logp, old_logp, A)`` hook (LAD).
+
+Who decides: a :class:`TrainerConfig` field left ``None`` (``loss_type``,
+``num_iterations``) lets the objective's declared hint decide (Dr. GRPO's ``loss_type``,
+LAD's ``mu``), else the default (``grpo``, 1); a value the user sets always wins, even one
+equal to the default. Hints are read once (:class:`~qdevolve.rl.protocols.ObjectiveHints`).
+
+The reference policy is a frozen copy of the initial policy, hard-reset to the current one
+every ``ref_reset_steps`` optimiser steps together with the optimiser state (ProRL, Liu et
+al. 2025, arXiv 2505.24864); a reset inside a multi-epoch step recomputes the reference
+log-probs, so the remaining epochs use the new reference. Each call of
+:meth:`PolicyTrainer.step` makes ``num_iterations`` (mu) optimiser steps over the batch,
 each accumulating ``gradient_accumulation_steps`` micro-batches.
 
-Checkpoints are policy versions in the lineage store (``policy_versions`` table; weights
-saved with ``save_pretrained`` in ``<db>.policies/<run>/v<version>`` next to the database),
-and rollouts go to and come back from the store's ``rollouts`` table, the one the outer
-loop writes. Objectives with a parameter-space ``update`` (``es``) are driven by
-:meth:`PolicyTrainer.es_step` and checkpointed the same way. Imports: the store, the group
-type, torch/transformers (objectives arrive as objects built by the registry).
+Checkpoints live in :mod:`qdevolve.rl.checkpoints`, the group<->rollout conversion in
+:mod:`qdevolve.rl.rollouts`, the batch in :mod:`qdevolve.rl.batch`; parameter-space
+objectives (``es``) are driven by :class:`qdevolve.rl.es.ESTrainer`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +47,18 @@ import torch
 
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
+from qdevolve.rl import checkpoints
+from qdevolve.rl.batch import TrainBatch
+from qdevolve.rl.checkpoints import policy_dir
 from qdevolve.rl.config import TrainerConfig
+from qdevolve.rl.es import ESTrainer
 from qdevolve.rl.group import RolloutGroup
+from qdevolve.rl.protocols import Objective, ObjectiveHints, ParameterObjective
+from qdevolve.rl.rollouts import groups_from_store, groups_to_rollouts
 from qdevolve.rl.sampling import completion_logprobs, encode_prompt, sample_batch, sample_group
-from qdevolve.types import Rollout, new_id
+from qdevolve.types import Rollout
 
-__all__ = ["PolicyTrainer", "surrogate_loss", "sample_group", "sample_batch", "groups_to_rollouts",
+__all__ = ["PolicyTrainer", "TrainBatch", "surrogate_loss", "sample_group", "sample_batch", "groups_to_rollouts",
            "groups_from_store", "policy_dir"]
 
 
@@ -106,34 +116,41 @@ def surrogate_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch
     return loss, stats
 
 
-def policy_dir(store: LineageStore, run_id: str, version: int) -> Path:
-    """Where version ``version`` of ``run_id`` is saved: next to the database file."""
-    if store.path is None:
-        raise ConfigError("saving policy versions of a database given by URL needs an explicit path=")
-    return store.path.parent / f"{store.path.stem}.policies" / run_id / f"v{version}"
-
-
 class PolicyTrainer:
     """Clipped-surrogate trainer over rollout groups with a pluggable objective.
+
+    Example::
+
+        trainer = PolicyTrainer(model, tokenizer, registry.objective.create("grpo"), TrainerConfig())
+        stats = trainer.step(groups)          # one update on a batch of RolloutGroups
 
     Args:
         model: A ``transformers`` causal LM (trained in place; wrapped with LoRA when
             ``config.use_lora``).
         tokenizer: Its tokenizer (``pad_token_id``/``eos_token_id`` set).
-        objective: An objective plugin (``advantages(group) -> [G]``; optional
-            ``advantages_batch``, ``loss_type``, ``loss_override``, ``mu``).
+        objective: An :class:`~qdevolve.rl.protocols.Objective` (or, for :meth:`es_step`, a
+            :class:`~qdevolve.rl.protocols.ParameterObjective` such as ``es``).
         config: :class:`TrainerConfig`.
         store: Lineage store for rollouts and policy versions (optional).
         run_id: The run the versions and rollouts belong to (created when missing).
         ref_model: Reference policy for the KL term (default: a frozen copy of ``model``).
+
+    Raises:
+        ConfigError: the objective is neither kind.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, objective: Any, config: TrainerConfig | None = None, *,
-                 store: LineageStore | None = None, run_id: str | None = None, ref_model: Any = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, objective: Objective | ParameterObjective,
+                 config: TrainerConfig | None = None, *, store: LineageStore | None = None,
+                 run_id: str | None = None, ref_model: Any = None) -> None:
         self.config = config or TrainerConfig()
-        if not hasattr(objective, "advantages") and not hasattr(objective, "update"):
-            raise ConfigError(f"objective {objective!r} has neither advantages(group) nor update(model, evaluate_fn)")
         self.objective = objective
+        self.es: ESTrainer | None = None  # set for a parameter-space objective: es_step() drives it
+        if isinstance(objective, Objective):
+            self.hints = ObjectiveHints.of(objective)
+        elif isinstance(objective, ParameterObjective):
+            self.hints = ObjectiveHints()
+        else:
+            raise ConfigError(f"objective {objective!r} has neither advantages(group) nor update(model, evaluate_fn)")
         self.tokenizer = tokenizer
         if self.config.use_lora:
             from peft import LoraConfig, get_peft_model
@@ -142,14 +159,9 @@ class PolicyTrainer:
                 r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
                 target_modules=list(self.config.lora_target_modules), fan_in_fan_out=True, task_type="CAUSAL_LM"))
         self.model = model
-        self.loss_type = self.config.loss_type
-        obj_loss = getattr(objective, "loss_type", None)
-        if obj_loss and self.config.loss_type == TrainerConfig().loss_type:
-            self.loss_type = obj_loss
-        # An objective's update-epoch hint (LAD's mu) applies unless num_iterations is set.
-        self.num_iterations = self.config.num_iterations
-        if self.num_iterations == TrainerConfig().num_iterations and getattr(objective, "mu", None):
-            self.num_iterations = int(objective.mu)
+        # None in the config: the objective decides; a value the user set always wins.
+        self.loss_type: str = self.config.loss_type or self.hints.loss_type or "grpo"
+        self.num_iterations: int = self.config.num_iterations or self.hints.mu or 1
         self.ref_model = ref_model
         if self.config.beta > 0 and self.ref_model is None:
             self.ref_model = self._frozen_copy()
@@ -157,15 +169,22 @@ class PolicyTrainer:
         self.store, self.run_id = store, run_id
         if store is not None and run_id is None:
             self.run_id = store.create_run(name="train", config={"trainer": self._config_dict()})
+        if isinstance(objective, ParameterObjective) and not isinstance(objective, Objective):
+            self.es = ESTrainer(self.model, tokenizer, objective, store=store, run_id=self.run_id)
         self.global_step = 0
         self.version: int | None = None
         self.generator = torch.Generator().manual_seed(self.config.seed)
 
     # -- setup --------------------------------------------------------------------------
+    @property
+    def objective_name(self) -> str:
+        name = getattr(self.objective, "name", None)  # registry-built objectives carry their name
+        return str(name) if name else type(self.objective).__name__
+
     def _config_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return {**asdict(self.config), "objective": getattr(self.objective, "name", type(self.objective).__name__)}
+        return {**asdict(self.config), "objective": self.objective_name}
 
     def _frozen_copy(self) -> Any:
         ref = copy.deepcopy(self.model)
@@ -187,21 +206,22 @@ class PolicyTrainer:
         if self.config.reset_optimizer_on_ref_reset:
             self.optimizer = self._new_optimizer()
 
-    # -- the update ---------------------------------------------------------------------
+    # -- ES -----------------------------------------------------------------------------
     @property
     def is_es(self) -> bool:
         """True for parameter-space objectives (``es``): use :meth:`es_step`, not :meth:`step`."""
-        return not hasattr(self.objective, "advantages")
+        return self.es is not None
 
-    def es_step(self, evaluate_fn: Any) -> dict[str, float]:
-        """One ES iteration (``objective.update(model, evaluate_fn)``), counted as a step."""
-        if not self.is_es:
-            raise ConfigError(f"objective {getattr(self.objective, 'name', self.objective)!r} is not a "
-                              "parameter-space objective; use step(groups)")
-        stats = self.objective.update(self.model, evaluate_fn, iteration=self.global_step)
-        self.global_step += 1
-        return {**stats, "step": float(self.global_step)}
+    def es_step(self, evaluate_fn: Callable[[Any], float]) -> dict[str, float]:
+        """One ES iteration through :class:`~qdevolve.rl.es.ESTrainer`, counted as a step."""
+        if self.es is None:
+            raise ConfigError(f"objective {self.objective_name!r} is not a parameter-space objective; "
+                              "use step(groups)")
+        stats = self.es.step(evaluate_fn)
+        self.global_step = self.es.global_step
+        return stats
 
+    # -- the batch ----------------------------------------------------------------------
     def _prompt_ids(self, group: RolloutGroup) -> list[int]:
         ids = group.metadata.get("prompt_token_ids")
         if ids:
@@ -211,69 +231,70 @@ class PolicyTrainer:
         return encode_prompt(self.tokenizer, group.prompt)
 
     def _advantages(self, groups: Sequence[RolloutGroup]) -> list[np.ndarray]:
-        if hasattr(self.objective, "advantages_batch"):
-            return list(self.objective.advantages_batch(groups))
-        return [np.asarray(self.objective.advantages(g), dtype=np.float64) for g in groups]
+        if self.hints.advantages_batch is not None:
+            return [np.asarray(a, dtype=np.float64) for a in self.hints.advantages_batch(groups)]
+        return [np.asarray(self.objective.advantages(g), dtype=np.float64) for g in groups]  # type: ignore[union-attr]
 
-    def _prepare(self, groups: Sequence[RolloutGroup]) -> dict[str, Any]:
-        """Flatten groups into rows; advantages, micro-batches, old and reference log-probs."""
+    def batch(self, groups: Sequence[RolloutGroup]) -> TrainBatch:
+        """Flatten groups into a :class:`TrainBatch` with advantages, old and reference log-probs."""
         if not groups:
             raise ValueError("PolicyTrainer needs at least one group")
-        if self.is_es:
+        if self.es is not None:
             raise ConfigError("objective 'es' updates parameters directly; call es_step(evaluate_fn)")
-        c = self.config
         advs = self._advantages(groups)
-        prompts, comps, adv_rows, old_rows = [], [], [], []
+        b_prompts, b_comps, b_adv, b_old = [], [], [], []
         for g, a in zip(groups, advs, strict=True):
             g.require({"token_ids"}, who="PolicyTrainer.step")
             if len(a) != g.size:
                 raise ValueError(f"objective returned {len(a)} advantages for a group of G={g.size}")
             p = self._prompt_ids(g)
             for i in range(g.size):
-                prompts.append(p)
-                comps.append([int(t) for t in g.token_ids[i]])
-                adv_rows.append(float(a[i]))
-                old_rows.append(None if g.old_logprobs is None else list(g.old_logprobs[i]))
-        B = len(comps)
-        micro = np.array_split(np.arange(B), min(c.gradient_accumulation_steps, B))
-        hook = None
-        override = getattr(self.objective, "loss_override", None)
-        if override is not None:
-            def hook(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-                return override(logp, old, adv)
-        return {"groups": groups, "advs": advs, "prompts": prompts, "comps": comps, "B": B, "micro": micro,
-                "advantages": torch.tensor(adv_rows, dtype=torch.float32),
-                "old_logp": None if self._old_is_current(old_rows) else self._old_logprobs(prompts, comps, old_rows, micro),
-                "ref_logp": self._ref_logprobs(prompts, comps, micro) if c.beta > 0 else None,
-                "n_tokens": float(sum(len(x) for x in comps)), "hook": hook}
+                b_prompts.append(p)
+                b_comps.append([int(t) for t in g.token_ids[i]])
+                b_adv.append(float(a[i]))
+                b_old.append(None if g.old_logprobs is None else list(g.old_logprobs[i]))
+        B = len(b_comps)
+        batch = TrainBatch(groups=groups, group_advantages=advs, b_prompt_ids=b_prompts, b_completion_ids=b_comps,
+                           b_advantages=torch.tensor(b_adv, dtype=torch.float32), b_old_rows=b_old,
+                           micro_batches=np.array_split(np.arange(B), min(self.config.gradient_accumulation_steps, B)))
+        # With one pass per batch the old policy is the current one: reuse its log-probs (as TRL).
+        one_pass = self.num_iterations == 1 and (self.config.recompute_old_logprobs or None in b_old)
+        batch.old_logprobs = None if one_pass else self._old_logprobs(batch)
+        batch.ref_logprobs = self._ref_logprobs(batch) if self.config.beta > 0 else None
+        return batch
 
-    def _micro_loss(self, prep: dict[str, Any], k: int) -> tuple[torch.Tensor, dict[str, float], float]:
+    def _hook(self) -> Callable[..., torch.Tensor] | None:
+        override = self.hints.loss_override
+        if override is None:
+            return None
+        return lambda logp, old, adv, mask: override(logp, old, adv)
+
+    def _micro_loss(self, batch: TrainBatch, k: int) -> tuple[torch.Tensor, dict[str, float], float]:
         """Loss of micro-batch ``k`` already scaled for accumulation, its stats and mean entropy."""
         c = self.config
-        idx = prep["micro"][k]
-        logp, mask, ent = completion_logprobs(
-            self.model, [prep["prompts"][i] for i in idx], [prep["comps"][i] for i in idx],
-            pad_id=self.tokenizer.pad_token_id, temperature=c.temperature, with_entropy=True)
+        prompts, comps = batch.micro(k)
+        logp, mask, ent = completion_logprobs(self.model, prompts, comps, pad_id=self.tokenizer.pad_token_id,
+                                              temperature=c.temperature, with_entropy=True)
         T = logp.shape[1]
-        ref = prep["ref_logp"]
-        old = logp.detach() if prep["old_logp"] is None else prep["old_logp"][k][:, :T]
+        old = logp.detach() if batch.old_logprobs is None else batch.old_logprobs[k][:, :T]
+        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[k][:, :T]
         loss, stats = surrogate_loss(
-            logp, old, prep["advantages"][idx], mask, epsilon=c.epsilon,
-            epsilon_high=c.eps_high, loss_type=self.loss_type, beta=c.beta,
-            ref_logp=None if ref is None else ref[k][:, :T], max_completion_length=c.max_completion_length,
-            normalizer=prep["n_tokens"], per_token_hook=prep["hook"],
-            kl_ratio_correction=c.use_bias_correction_kl)
-        scaled = loss if self.loss_type == "dapo" else loss / len(prep["micro"])
+            logp, old, batch.b_advantages[batch.micro_batches[k]], mask, epsilon=c.epsilon,
+            epsilon_high=c.eps_high, loss_type=self.loss_type, beta=c.beta, ref_logp=ref,
+            max_completion_length=c.max_completion_length, normalizer=batch.n_tokens,
+            per_token_hook=self._hook(), kl_ratio_correction=c.use_bias_correction_kl)
+        scaled = loss if self.loss_type == "dapo" else loss / len(batch.micro_batches)
         with torch.no_grad():
             entropy = float((ent * mask).sum() / mask.sum().clamp(min=1))
         return scaled, stats, entropy
 
     def compute_loss(self, groups: Sequence[RolloutGroup]) -> torch.Tensor:
         """The batch loss at the current parameters (sum of the scaled micro-batch losses), no update."""
-        prep = self._prepare(groups)
+        batch = self.batch(groups)
         self.model.train()
-        return sum((self._micro_loss(prep, k)[0] for k in range(len(prep["micro"]))), torch.tensor(0.0))
+        return sum((self._micro_loss(batch, k)[0] for k in range(len(batch.micro_batches))), torch.tensor(0.0))
 
+    # -- the update ---------------------------------------------------------------------
     def step(self, groups: Sequence[RolloutGroup]) -> dict[str, float]:
         """Update the policy on a batch of groups; returns loss, kl, entropy, clip fraction...
 
@@ -282,82 +303,79 @@ class PolicyTrainer:
         """
         t0 = time.perf_counter()
         c = self.config
-        prep = self._prepare(groups)
-        B, micro = prep["B"], prep["micro"]
+        batch = self.batch(groups)
+        B, mu = batch.size, self.num_iterations
         totals: dict[str, float] = defaultdict(float)
         self.model.train()
-        for _ in range(self.num_iterations):
+        for _ in range(mu):
             self.optimizer.zero_grad(set_to_none=True)
-            for k, idx in enumerate(micro):
-                scaled, stats, entropy = self._micro_loss(prep, k)
+            for k, idx in enumerate(batch.micro_batches):
+                scaled, stats, entropy = self._micro_loss(batch, k)
                 scaled.backward()
                 w = len(idx) / B
                 totals["loss"] += float(scaled.detach())
                 for key, v in stats.items():
-                    totals[key] += v * w / self.num_iterations
-                totals["entropy"] += entropy * w / self.num_iterations
+                    totals[key] += v * w / mu
+                totals["entropy"] += entropy * w / mu
             if c.max_grad_norm is not None:
                 gn = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
                                                     c.max_grad_norm)
-                totals["grad_norm"] += float(gn) / self.num_iterations
+                totals["grad_norm"] += float(gn) / mu
             self.optimizer.step()
             self.global_step += 1
             if c.ref_reset_steps and self.global_step % c.ref_reset_steps == 0:
                 self.reset_reference()
                 totals["ref_resets"] += 1
-        totals["loss"] /= self.num_iterations
+                if batch.ref_logprobs is not None:  # the remaining epochs use the new reference
+                    batch.ref_logprobs = self._ref_logprobs(batch)
+        totals["loss"] /= mu
         rewards = np.concatenate([g.rewards for g in groups])
-        allv = np.concatenate(prep["advs"])
+        allv = np.concatenate(batch.group_advantages)
         return {**totals, "reward_mean": float(rewards.mean()), "advantage_mean": float(allv.mean()),
                 "advantage_abs_mean": float(np.abs(allv).mean()), "n_completions": float(B),
-                "n_tokens": prep["n_tokens"], "step": float(self.global_step), "seconds": time.perf_counter() - t0}
-
-    def _old_is_current(self, old_rows: list) -> bool:
-        """With one pass per batch the old policy is the current one: reuse its log-probs (as TRL)."""
-        if self.num_iterations != 1:
-            return False
-        return self.config.recompute_old_logprobs or any(r is None for r in old_rows)
+                "n_tokens": batch.n_tokens, "step": float(self.global_step), "seconds": time.perf_counter() - t0}
 
     @torch.no_grad()
-    def _old_logprobs(self, prompts: list, comps: list, old_rows: list, micro: list) -> list[torch.Tensor]:
+    def _old_logprobs(self, batch: TrainBatch) -> list[torch.Tensor]:
         out = []
-        for idx in micro:
-            T = max(1, max(len(comps[i]) for i in idx))
-            if not self.config.recompute_old_logprobs and all(old_rows[i] is not None for i in idx):
-                t = torch.zeros((len(idx), T))
-                for r, i in enumerate(idx):
-                    row = old_rows[i][: len(comps[i])]
-                    t[r, : len(row)] = torch.tensor(row, dtype=torch.float32)
+        for k, idx in enumerate(batch.micro_batches):
+            prompts, comps = batch.micro(k)
+            rows = [batch.b_old_rows[i] for i in idx]
+            if not self.config.recompute_old_logprobs and all(r is not None for r in rows):
+                t = torch.zeros((len(idx), max(1, max(len(x) for x in comps))))
+                for r, (row, comp) in enumerate(zip(rows, comps, strict=True)):
+                    vals = row[: len(comp)]  # type: ignore[index]
+                    t[r, : len(vals)] = torch.tensor(vals, dtype=torch.float32)
                 out.append(t)
             else:
                 was = self.model.training
                 self.model.eval()
-                logp, _, _ = completion_logprobs(self.model, [prompts[i] for i in idx], [comps[i] for i in idx],
-                                                 pad_id=self.tokenizer.pad_token_id,
+                logp, _, _ = completion_logprobs(self.model, prompts, comps, pad_id=self.tokenizer.pad_token_id,
                                                  temperature=self.config.temperature)
                 self.model.train(was)
                 out.append(logp.detach())
         return out
 
     @torch.no_grad()
-    def _ref_logprobs(self, prompts: list, comps: list, micro: list) -> list[torch.Tensor]:
-        return [completion_logprobs(self.ref_model, [prompts[i] for i in idx], [comps[i] for i in idx],
-                                    pad_id=self.tokenizer.pad_token_id, temperature=self.config.temperature)[0]
-                for idx in micro]
+    def _ref_logprobs(self, batch: TrainBatch) -> list[torch.Tensor]:
+        return [completion_logprobs(self.ref_model, *batch.micro(k), pad_id=self.tokenizer.pad_token_id,
+                                    temperature=self.config.temperature)[0]
+                for k in range(len(batch.micro_batches))]
 
     # -- checkpoints, resume ------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Optimizer, step, version and reference weights (for resume)."""
         return {"global_step": self.global_step, "version": self.version,
-                "es_iteration": getattr(self.objective, "iteration", None), "optimizer": self.optimizer.state_dict(),
+                "es_iteration": None if self.es is None else self.es.objective.iteration,
+                "optimizer": self.optimizer.state_dict(),
                 "ref_model": None if self.ref_model is None else self.ref_model.state_dict(),
                 "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.global_step = int(state["global_step"])
         self.version = None if state.get("version") is None else int(state["version"])
-        if state.get("es_iteration") is not None and hasattr(self.objective, "iteration"):
-            self.objective.iteration = int(state["es_iteration"])
+        if self.es is not None:
+            self.es.load_state_dict(state)
         self.optimizer.load_state_dict(state["optimizer"])
         if state.get("ref_model") is not None:
             if self.ref_model is None:
@@ -366,61 +384,42 @@ class PolicyTrainer:
         if state.get("generator") is not None:
             self.generator.set_state(state["generator"])
 
-    def save_version(self, *, metrics: dict[str, Any] | None = None, path: str | Path | None = None) -> int:
+    def save_version(self, *, metrics: dict[str, Any] | None = None, path: str | Path | None = None,
+                     extra_state: dict[str, Any] | None = None) -> int:
         """Save the current policy as the next version in the store; returns the version number.
 
         The first version saved by a trainer is 0 (the policy it started from), then 1, 2, ...;
-        each records the previous one as its parent.
-
-        The model and tokenizer go to ``path`` (default :func:`policy_dir`) with
-        ``save_pretrained`` (LoRA adapters merged into a plain model), the trainer state to
-        ``trainer_state.pt`` beside them, and a ``policy_versions`` row records the path,
-        step, objective and metrics, atomically with the run state ``trainer`` (JSON).
+        each records the previous one as its parent. Weights, tokenizer and trainer state go
+        to ``path`` (default :func:`~qdevolve.rl.checkpoints.policy_dir`); the version row is
+        written atomically with the run state ``trainer`` and ``extra_state``.
         """
         if self.store is None or self.run_id is None:
             raise ConfigError("save_version needs a store: PolicyTrainer(..., store=LineageStore(path))")
         parent = self.version
-        version = 0 if parent is None else parent + 1
-        target = Path(path) if path is not None else policy_dir(self.store, self.run_id, version)
-        target.mkdir(parents=True, exist_ok=True)
-        model = self.model
-        if self.config.use_lora:
-            model = copy.deepcopy(self.model).merge_and_unload()
-        model.save_pretrained(target)
-        self.tokenizer.save_pretrained(target)
-        self.version = version
-        torch.save(self.state_dict(), target / "trainer_state.pt")
-        obj_name = getattr(self.objective, "name", type(self.objective).__name__)
-        self.store.add_policy_version(
-            self.run_id, version, objective=obj_name, parent_version=parent, step=self.global_step,
-            path=str(target), metrics=metrics or {},
-            state={"trainer": {"version": version, "global_step": self.global_step, "path": str(target),
-                               "objective": obj_name}})
-        return version
+        self.version = 0 if parent is None else parent + 1
+        if self.es is not None:
+            self.es.version = self.version
+        checkpoints.save_version(self.store, self.run_id, version=self.version, parent=parent, model=self.model,
+                                 tokenizer=self.tokenizer, trainer_state=self.state_dict(),
+                                 objective=self.objective_name, step=self.global_step,
+                                 merge_lora=self.config.use_lora, metrics=metrics, path=path,
+                                 extra_state=extra_state)
+        return self.version
 
     @classmethod
-    def from_store(cls, store: LineageStore, run_id: str, objective: Any, config: TrainerConfig | None = None,
-                   *, version: int | None = None) -> PolicyTrainer:
+    def from_store(cls, store: LineageStore, run_id: str, objective: Objective | ParameterObjective,
+                   config: TrainerConfig | None = None, *, version: int | None = None) -> PolicyTrainer:
         """Resume: load a stored version's weights and trainer state (latest by default)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        rows = store.policy_versions(run_id)
-        if not rows:
-            raise ConfigError(f"run {run_id} has no policy versions in {store.target}")
-        row = rows[-1] if version is None else next((r for r in rows if r["version"] == version), None)
-        if row is None:
-            raise ConfigError(f"run {run_id} has no policy version {version}; it has "
-                              f"{', '.join(str(r['version']) for r in rows)}")
-        model = AutoModelForCausalLM.from_pretrained(row["path"], dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(row["path"])
+        loaded = checkpoints.load_version(store, run_id, version)
         config = config or TrainerConfig()
         if config.use_lora:
             config = config.replace(use_lora=False)  # the saved model is merged; new adapters start fresh
-        trainer = cls(model, tokenizer, objective, config, store=store, run_id=run_id)
-        state_file = Path(row["path"]) / "trainer_state.pt"
-        if state_file.is_file():
-            trainer.load_state_dict(torch.load(state_file, weights_only=False))
-        trainer.version = int(row["version"])
+        trainer = cls(loaded.model, loaded.tokenizer, objective, config, store=store, run_id=run_id)
+        if loaded.trainer_state is not None:
+            trainer.load_state_dict(loaded.trainer_state)
+        trainer.version = loaded.version
+        if trainer.es is not None:
+            trainer.es.version = trainer.version
         return trainer
 
     # -- rollouts in the store ----------------------------------------------------------
@@ -431,52 +430,3 @@ class PolicyTrainer:
         rollouts = groups_to_rollouts(groups, self.run_id, self.version, self.tokenizer, texts)
         self.store.write(rollouts=rollouts)
         return rollouts
-
-
-def groups_to_rollouts(groups: Sequence[RolloutGroup], run_id: str, policy_version: int | None, tokenizer: Any,
-                       texts: Sequence[Sequence[str]] | None = None) -> list[Rollout]:
-    """:class:`~qdevolve.types.Rollout` rows of the groups (one ``group_id`` per group).
-
-    Outcome keys and candidate vectors go to ``metadata["outcome_key"]`` /
-    ``metadata["candidate_vectors"]`` (where ``RolloutGroup.from_rollouts`` reads them), the
-    prompt ids to ``prompt_token_ids``, the cluster keys to ``cluster_key``.
-    """
-    out = []
-    for gi, g in enumerate(groups):
-        gid = g.prompt_id or new_id()
-        if g.prompt_id is None:
-            g.prompt_id = gid
-        p_ids = list(g.metadata.get("prompt_token_ids") or (encode_prompt(tokenizer, g.prompt) if g.prompt else []))
-        for i in range(g.size):
-            ids = [int(t) for t in g.token_ids[i]] if g.token_ids is not None else []
-            text = texts[gi][i] if texts is not None else tokenizer.decode(ids, skip_special_tokens=True)
-            meta: dict[str, Any] = {}
-            if g.outcome_keys is not None:
-                meta["outcome_key"] = g.outcome_keys[i]
-            if g.candidate_vectors is not None:
-                meta["candidate_vectors"] = g.candidate_vectors[i].tolist()
-            out.append(Rollout(
-                prompt=g.prompt or "", completion=text, run_id=run_id, token_ids=ids,
-                logprobs=[] if g.old_logprobs is None else [float(x) for x in g.old_logprobs[i]],
-                policy_version=policy_version, reward=float(g.rewards[i]),
-                reward_vector=None if g.reward_vectors is None else g.reward_vectors[i].tolist(),
-                cluster_key=None if g.cluster_keys is None else str(g.cluster_keys[i]), group_id=gid,
-                prompt_token_ids=p_ids, prompt_tokens=len(p_ids), completion_tokens=len(ids), metadata=meta))
-    return out
-
-
-def groups_from_store(store: LineageStore, run_id: str, *, policy_version: int | None = None,
-                      after_seq: int = 0) -> tuple[list[RolloutGroup], int]:
-    """Rebuild groups (by ``group_id``) from evaluated rollouts; returns them and the last seq."""
-    rows = store.rollouts(run_id, policy_version=policy_version, after_seq=after_seq, evaluated_only=True)
-    by_group: dict[str, list[Rollout]] = {}
-    last = after_seq
-    for seq, r in rows:
-        by_group.setdefault(r.group_id or r.id, []).append(r)
-        last = max(last, seq)
-    groups = []
-    for rs in by_group.values():
-        g = RolloutGroup.from_rollouts(rs)
-        g.metadata["prompt_token_ids"] = list(rs[0].prompt_token_ids)
-        groups.append(g)
-    return groups, last

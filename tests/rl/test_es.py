@@ -91,3 +91,59 @@ def test_constant_rewards_skip_the_update() -> None:
     model = Quadratic()
     stats = ES(population=4, sigma=0.1, alpha=1.0).update(model, lambda m: 1.0)
     assert stats["updated"] == 0.0 and float(model.a.abs().max()) < 1e-6
+
+
+class Flat(torch.nn.Module):
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.full((256,), 1.5, dtype=dtype))
+
+
+def test_es_trainer_adds_bf16_updates_in_fp32_and_rounds_once() -> None:
+    """Hand-computed: rewards 0..N-1 give z_n = (n - mean) / std; the update
+    w + sum_n (alpha z_n / N) eps_n is added term by term in fp32 and rounded to bf16 once.
+    Each term alone is below half a bf16 step at 1.5 (2^-8), so adding them one at a time in
+    bf16 (the objective's own low-precision path) loses nearly all of the update."""
+    from qdevolve.rl.es import ESTrainer
+
+    alpha, N = 0.2, 64
+    es = ES(population=N, sigma=1e-3, alpha=alpha, seed=5)
+    r = np.arange(N, dtype=float)
+    z = (r - r.mean()) / r.std()
+    exact = torch.full((256,), 1.5, dtype=torch.float32)
+    for s, zn in zip(es.seeds(0), z, strict=True):
+        exact = exact + ES.noise(s, 0, exact) * float(alpha * zn / N)
+
+    def scripted() -> object:
+        rewards = iter(r.tolist())
+        return lambda model: next(rewards)
+
+    model = Flat(torch.bfloat16)
+    stats = ESTrainer(model, None, es).step(scripted())
+    assert stats["updated"] == 1.0 and stats["step"] == 1.0
+    assert model.w.dtype == torch.bfloat16
+    err_once = (model.w.detach().float() - exact).abs()
+    assert float(err_once.max()) <= 2.0**-8 + 1e-5  # one rounding: at most half a bf16 step
+    assert torch.equal(model.w.detach(), exact.to(torch.bfloat16)) or float(err_once.mean()) < 1e-3
+    naive = Flat(torch.bfloat16)
+    ES(population=N, sigma=1e-3, alpha=alpha, seed=5).update(naive, scripted(), iteration=0)
+    err_each = (naive.w.detach().float() - exact).abs()
+    assert float(err_each.mean()) > 4 * float(err_once.mean())  # rounding every term loses the update
+
+
+def test_es_trainer_state_and_policy_trainer_delegation(tmp_path) -> None:
+    from qdevolve.rl.es import ESTrainer
+    from qdevolve.rl.trainer import PolicyTrainer
+
+    model = Quadratic()
+    trainer = ESTrainer(model, None, ES(population=4, sigma=0.1, alpha=0.05, seed=1))
+    for _ in range(3):
+        trainer.step(lambda m: m.reward())
+    assert trainer.global_step == 3 and trainer.objective.iteration == 3
+    again = ESTrainer(Quadratic(), None, ES(population=4, sigma=0.1, alpha=0.05, seed=1))
+    again.load_state_dict(trainer.state_dict())
+    assert again.objective.iteration == 3 and again.global_step == 3
+    pt = PolicyTrainer(Quadratic(), None, ES(population=2))
+    assert pt.is_es and pt.es_step(lambda m: 0.0)["step"] == 1.0 and pt.global_step == 1
+    with pytest.raises(Exception, match="update"):
+        ESTrainer(Quadratic(), None, registry.objective.create({"type": "grpo"}))

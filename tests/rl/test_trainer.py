@@ -209,3 +209,53 @@ def test_errors_are_actionable(tiny) -> None:
     es = PolicyTrainer(model, tok, registry.objective.create({"type": "es", "population": 2}))
     with pytest.raises(ConfigError, match="es_step"):
         es.step([_group(tok, "a:", ["1", "2"], [1.0, 0.0])])
+
+
+def test_prorl_reset_inside_a_multi_epoch_step_applies_to_the_remaining_epochs(tiny) -> None:
+    """Hand-computed: with ref_reset_steps = 1 the reference is reset after every optimiser
+    step, so each epoch starts with reference == current policy and its k3 KL is exactly 0;
+    a reference kept for the whole step (the old behaviour) gives KL > 0 in epoch 2."""
+    model, tok = tiny
+    group = _group(tok, "a:", ["12", "7", "3", "45"], [1.0, 0.0, 0.0, 1.0])
+    base = {n: p.detach().clone() for n, p in model.named_parameters()}
+    cfg = TrainerConfig(learning_rate=5e-2, beta=0.1, num_iterations=3, ref_reset_steps=1)
+    stats = PolicyTrainer(model, tok, registry.objective.create({"type": "grpo"}), cfg).step([group])
+    assert stats["ref_resets"] == 3.0
+    assert stats["kl"] == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(base[n])
+    kept = PolicyTrainer(model, tok, registry.objective.create({"type": "grpo"}),
+                         cfg.replace(ref_reset_steps=0)).step([group])
+    assert kept["kl"] > 1e-6
+
+
+@pytest.mark.parametrize("objective, field_name, hinted, chosen", [
+    ({"type": "dr_grpo"}, "loss_type", "dr_grpo", "grpo"),  # the user picks the default on purpose
+    ({"type": "dr_grpo"}, "loss_type", "dr_grpo", "bnpo"),
+    ({"type": "lad", "mu": 3}, "num_iterations", 3, 1),     # the default again
+    ({"type": "lad", "mu": 3}, "num_iterations", 3, 2),
+])
+def test_explicit_trainer_setting_beats_objective_hint(tiny, objective, field_name, hinted, chosen) -> None:
+    model, tok = tiny
+    attr = "loss_type" if field_name == "loss_type" else "num_iterations"
+    left = PolicyTrainer(model, tok, registry.objective.create(dict(objective)), TrainerConfig())
+    assert getattr(left, attr) == hinted  # None in the config: the objective decides
+    set_ = PolicyTrainer(model, tok, registry.objective.create(dict(objective)), TrainerConfig(**{field_name: chosen}))
+    assert getattr(set_, attr) == chosen
+    plain = PolicyTrainer(model, tok, registry.objective.create({"type": "grpo"}), TrainerConfig())
+    assert (plain.loss_type, plain.num_iterations) == ("grpo", 1)
+
+
+def test_train_batch_names_the_flattened_fields(tiny) -> None:
+    from qdevolve.rl.batch import TrainBatch
+
+    model, tok = tiny
+    trainer = PolicyTrainer(model, tok, registry.objective.create({"type": "grpo"}),
+                            TrainerConfig(gradient_accumulation_steps=2, num_iterations=2))
+    g = _group(tok, "a:", ["12", "7", "3"], [1.0, 0.0, 0.0])
+    batch = trainer.batch([g])
+    assert isinstance(batch, TrainBatch) and batch.size == 3 and len(batch.micro_batches) == 2
+    assert batch.b_advantages.tolist() == pytest.approx(list(batch.group_advantages[0]))
+    assert batch.old_logprobs is not None and batch.ref_logprobs is None  # two epochs: old policy recorded
+    assert batch.n_tokens == sum(len(_ids(tok, t)) for t in ["12", "7", "3"])

@@ -32,6 +32,7 @@ class EvalJob:
         limits: The sandbox limits (a ``SandboxLimits``) for this evaluation.
         sandbox: Registry spec of the sandbox each worker builds (``{"type": "bwrap", ...}``).
         plugin_files: ``--plugin`` files the worker must load before building the sandbox.
+        cascade_thresholds: The evaluator's cascade thresholds (``evaluator.cascade_thresholds``).
     """
 
     program: Program
@@ -39,6 +40,7 @@ class EvalJob:
     limits: Any
     sandbox: dict[str, Any]
     plugin_files: tuple[Path, ...] = field(default_factory=tuple)
+    cascade_thresholds: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""The run ledger: every counter of a run and why it stopped, in one dataclass.
+
+The engine creates it in ``__init__`` and rebuilds it from the store with
+:meth:`RunLedger.from_store`; :meth:`Evolution.tell` updates it after each write; the
+progress display and the run summary read nothing else. Budget terms:
+
+* ``budget``: children the run may store (``iterations``);
+* ``reserved``: children planned so far (stored + in flight); the loop plans while
+  ``reserved < budget`` so it never overshoots;
+* ``stored``: children in the database (each is stored together with its evaluation, so
+  ``stored == evaluated`` except for programs a pre-v2 run left unevaluated);
+* ``evaluated``: children with an evaluation (the seed is counted apart).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from qdevolve.db.store import LineageStore
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["RunLedger"]
+
+
+@dataclass
+class RunLedger:
+    """Budget, best, counts by status, duplicate streak and stop reason of one run."""
+
+    budget: int
+    reserved: int = 0            # children planned: stored + in flight
+    stored: int = 0              # children stored
+    evaluated: int = 0           # children evaluated
+    seed_score: float | None = None
+    best_score: float | None = None
+    best_id: str | None = None
+    by_status: Counter[str] = field(default_factory=Counter)  # latest status of every program, seed included
+    dup_streak: int = 0          # consecutive duplicate (or non-novel) children
+    stop_reason: str | None = None  # set once: budget, wall time, duplicates, an abort message
+    evaluated_at_start: int = 0  # for the display's rate
+    started_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_store(cls, store: LineageStore, run_id: str, budget: int) -> RunLedger:
+        """The ledger of a stored run (one pass of aggregate queries; nothing is replayed)."""
+        c = store.run_counts(run_id)
+        led = cls(budget=budget, stored=c.children, reserved=c.children, evaluated=c.children_evaluated,
+                  seed_score=c.seed_score, best_score=c.best_score, best_id=c.best_id,
+                  by_status=Counter(c.by_status))
+        led.evaluated_at_start = led.evaluated
+        return led
+
+    @property
+    def remaining(self) -> int:
+        """Children that may still be planned."""
+        return max(0, self.budget - self.reserved)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_reason is not None
+
+    def stop(self, reason: str) -> None:
+        """Record why the run stops (the first reason wins)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    def note(self, program: Program, result: EvalResult, *, new_program: bool) -> None:
+        """Count one told evaluation (``new_program``: the program was stored with it)."""
+        self.by_status[result.status] += 1
+        if program.operator == "seed":
+            self.seed_score = result.score
+        else:
+            self.evaluated += 1
+            self.stored += int(new_program)
+        score = result.score
+        if result.status == "ok" and score is not None and math.isfinite(score):
+            if self.best_score is None or score > self.best_score:
+                self.best_score, self.best_id = score, program.id
+
+    def duplicate(self, limit: int, what: str = "duplicate") -> None:
+        """One more duplicate child; stop at ``limit`` in a row."""
+        self.dup_streak += 1
+        if self.dup_streak >= limit:
+            self.stop(f"{self.dup_streak} {what} children in a row")
+
+    def rate(self, now: float | None = None) -> float:
+        """Evaluations per second since this process started."""
+        return (self.evaluated - self.evaluated_at_start) / max((now or time.time()) - self.started_at, 1e-9)

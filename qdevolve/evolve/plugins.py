@@ -1,0 +1,114 @@
+"""The plugins one run uses, built once from its config (a bad name fails before any evaluation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from qdevolve import registry
+from qdevolve.errors import ConfigError, EvaluationSetupError
+from qdevolve.evolve.config import RunConfig
+from qdevolve.evolve.example import Example
+from qdevolve.evolve.executors.base import EvalJob, Executor
+from qdevolve.mutation.base import Mutation
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["EnginePlugins", "RewardReporting", "build_backend", "make_limits", "resolve_sandbox"]
+
+
+@runtime_checkable
+class RewardReporting(Protocol):
+    """A backend that learns from results (the model ensemble's bandit)."""
+
+    def report(self, model: str, reward: float) -> None: ...
+
+
+def make_limits(limits: dict[str, Any]) -> Any:
+    """Build :class:`qdevolve.sandbox.SandboxLimits` from the config's ``limits`` mapping."""
+    from qdevolve.sandbox import SandboxLimits
+
+    try:
+        kw = dict(limits)
+        if isinstance(kw.get("env_allow"), list):
+            kw["env_allow"] = tuple(kw["env_allow"])
+        return SandboxLimits(**kw)
+    except TypeError as exc:
+        raise ConfigError(f"limits: {exc}") from None
+
+
+def resolve_sandbox(spec: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox spec with ``auto`` resolved to the best sandbox available here."""
+    from qdevolve.sandbox import best_available
+
+    spec = dict(spec)
+    if spec.get("type", "auto") == "auto":
+        spec["type"] = best_available()
+    registry.sandbox.get(spec["type"])  # an unknown name fails here, naming the available ones
+    return spec
+
+
+def build_backend(config: RunConfig) -> Any:
+    return registry.backend.create(config.backend) if config.backend else None
+
+
+@dataclass
+class EnginePlugins:
+    """Archive, selection, operators, executor and the evaluation settings of one run."""
+
+    archive: Any
+    selection: Any
+    operators: list[Mutation]
+    weights: np.ndarray
+    names: list[str]
+    executor: Executor
+    sandbox: dict[str, Any]  # resolved spec each executor slot builds its sandbox from
+    limits: Any
+    cascade: tuple[float, ...] | None
+    novelty: Any = None
+
+    @property
+    def sandbox_type(self) -> str:
+        return str(self.sandbox["type"])
+
+    @classmethod
+    def build(cls, config: RunConfig) -> EnginePlugins:
+        from qdevolve.evolve.breeder import build_operators
+        from qdevolve.evolve.executors import local  # noqa: F401  (registers the built-in 'local')
+
+        archive = registry.archive.create(config.archive)
+        selection = registry.selection.create(config.selection)
+        operators, weights, names = build_operators(config)
+        limits = make_limits(config.limits)
+        sandbox = resolve_sandbox(config.sandbox)
+        novelty = None
+        if config.novelty is not None:
+            from qdevolve.evolve.novelty_filter import EmbeddingNoveltyFilter
+
+            try:
+                novelty = EmbeddingNoveltyFilter(**config.novelty)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"novelty: {exc}") from None
+        executor = registry.executor.create({"type": config.executor, **config.executor_options},
+                                            slots=max(1, int(config.workers)))
+        cascade = config.evaluator.get("cascade_thresholds")
+        return cls(archive, selection, operators, weights, names, executor, sandbox, limits,
+                   None if cascade is None else tuple(float(x) for x in cascade), novelty)
+
+    def job(self, program: Program, example: Example) -> EvalJob:
+        return EvalJob(program=program, evaluator=example.evaluator_path, limits=self.limits, sandbox=self.sandbox,
+                       cascade_thresholds=self.cascade)
+
+    @staticmethod
+    def check_seed(example: Example, result: EvalResult) -> None:
+        """A seed that does not evaluate ``ok`` is a setup error (nothing is stored)."""
+        if result.status != "ok" or result.score is None:
+            detail = (result.error or "").strip().splitlines()
+            detail_s = detail[-1] if detail else "no detail"
+            raise EvaluationSetupError(
+                f"{example.evaluator_path}: evaluating the seed {example.seed_path.name} gave status "
+                f"'{result.status}' ({detail_s}); fix the evaluator or the seed before evolving")
+
+    def close(self) -> None:
+        self.executor.close()

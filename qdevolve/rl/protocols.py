@@ -1,0 +1,85 @@
+"""What the trainers ask of an objective plugin: one required protocol, declared options.
+
+An advantage objective (:class:`Objective`) maps a group to one advantage per completion.
+It may also offer any of these declared capabilities, each a protocol of its own, read
+once by :meth:`ObjectiveHints.of` when a trainer is built (never probed mid-step):
+
+* :class:`BatchAdvantages` - ``advantages_batch(groups)`` sees the whole batch (e.g. a
+  batch-level normaliser);
+* :class:`LossTypeHint` - ``loss_type``: the token normalisation its paper uses (Dr. GRPO);
+* :class:`EpochsHint` - ``mu``: update epochs per batch it expects (LAD);
+* :class:`LossOverride` - ``loss_override(logp, old_logp, advantages)`` replaces the
+  clipped surrogate per token (LAD).
+
+A parameter-space objective (:class:`ParameterObjective`, e.g. ``es``) updates the model
+itself and is driven by :class:`~qdevolve.rl.es.ESTrainer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from qdevolve.rl.group import RolloutGroup
+
+__all__ = ["Objective", "BatchAdvantages", "LossTypeHint", "EpochsHint", "LossOverride", "ParameterObjective",
+           "ObjectiveHints"]
+
+
+@runtime_checkable
+class Objective(Protocol):
+    """An advantage objective: ``advantages(group) -> [G]``; ``requires`` names group fields it reads."""
+
+    requires: frozenset[str]
+
+    def advantages(self, group: RolloutGroup) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchAdvantages(Protocol):
+    def advantages_batch(self, groups: Sequence[RolloutGroup]) -> Sequence[np.ndarray]: ...
+
+
+@runtime_checkable
+class LossTypeHint(Protocol):
+    loss_type: str
+
+
+@runtime_checkable
+class EpochsHint(Protocol):
+    mu: int
+
+
+@runtime_checkable
+class LossOverride(Protocol):
+    def loss_override(self, logprobs: Any, old_logprobs: Any, advantages: Any) -> Any: ...
+
+
+@runtime_checkable
+class ParameterObjective(Protocol):
+    """A parameter-space method: ``update(model, evaluate_fn, iteration=...) -> stats``."""
+
+    iteration: int
+
+    def update(self, model: Any, evaluate_fn: Callable[[Any], float], *, iteration: int | None = None) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ObjectiveHints:
+    """The optional capabilities an advantage objective declares, resolved once."""
+
+    advantages_batch: Callable[[Sequence[RolloutGroup]], Sequence[np.ndarray]] | None = None
+    loss_type: str | None = None
+    mu: int | None = None
+    loss_override: Callable[[Any, Any, Any], Any] | None = None
+
+    @classmethod
+    def of(cls, objective: Objective) -> ObjectiveHints:
+        return cls(
+            advantages_batch=objective.advantages_batch if isinstance(objective, BatchAdvantages) else None,
+            loss_type=(objective.loss_type or None) if isinstance(objective, LossTypeHint) else None,
+            mu=int(objective.mu) if isinstance(objective, EpochsHint) and objective.mu else None,
+            loss_override=objective.loss_override if isinstance(objective, LossOverride) else None)
