@@ -113,6 +113,9 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
                       "--backend openai --model NAME [--api-base URL]")
     db_path = db or default_db_path(example.directory)
+    from qdevolve.evolve.validate import check_start  # compat hook: validate before the seed is evaluated
+
+    check_start(example, config, db_path)
     if db_path.exists():
         raise ConfigError(f"{db_path}: already exists; continue it with 'qdevolve resume --db {db_path}' "
                           f"or pass a new --db path")

@@ -13,6 +13,7 @@ one worker and a fixed seed, two runs produce the same programs in the same orde
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import math
 import time
@@ -28,6 +29,7 @@ import numpy as np
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError
+from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.mutation.base import Candidate, MutationContext
@@ -109,11 +111,13 @@ class Evolution:
         self.children = 0           # children stored (the budget counter)
         self.evaluated = 0          # children evaluated
         self.seed_score: float | None = None
+        self.n_seeds = 0            # seed programs stored (several seeds: every one starts the archive)
         self.best: tuple[float, str] | None = None
         self.dup_streak = 0
         self.stop_reason = "budget"
         self.hooks: list[Callable[[Program, EvalResult, Candidate | None], Any]] = []
         self._unevaluated: list[Program] = []
+        self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # compat hook
         self.novelty = None
         if config.novelty is not None:
             from qdevolve.evolve.novelty_filter import EmbeddingNoveltyFilter
@@ -153,16 +157,19 @@ class Evolution:
         return registry.backend.create(config.backend) if config.backend else None
 
     @classmethod
-    def evaluate_seed(cls, example: Example, config: RunConfig, sandbox: tuple[str, Any]) -> EvalResult:
-        """Evaluate the seed before anything is stored; a failure is a setup error."""
-        seed = Program(code=example.seed_code, run_id="seed-check")
+    def evaluate_seed(cls, example: Example, config: RunConfig, sandbox: tuple[str, Any],
+                      seed_path: Path | None = None, seed_code: str | None = None) -> EvalResult:
+        """Evaluate a seed before anything is stored; a failure is a setup error."""
+        seed_path = seed_path or example.seed_path
+        seed = Program(code=example.seed_code if seed_code is None else seed_code, run_id="seed-check",
+                       language=example.language)
         result = sandbox[1].evaluate(seed, example.evaluator_path, make_limits(config.limits),
                                      cascade_thresholds=config.evaluator.get("cascade_thresholds"))
         if result.status != "ok" or result.score is None:
             detail = (result.error or "").strip().splitlines()
             detail_s = detail[-1] if detail else "no detail"
             raise EvaluationSetupError(
-                f"{example.evaluator_path}: evaluating the seed {example.seed_path.name} gave status "
+                f"{example.evaluator_path}: evaluating the seed {seed_path.name} gave status "
                 f"'{result.status}' ({detail_s}); fix the evaluator or the seed before evolving")
         return result
 
@@ -176,15 +183,19 @@ class Evolution:
         cls._make_operators(config)
         make_limits(config.limits)
         sandbox = make_sandbox(config.sandbox)
-        seed_result = cls.evaluate_seed(example, config, sandbox)
+        seed_results = [cls.evaluate_seed(example, config, sandbox, p, c) for p, c in example.seeds]
         run_cfg = config.to_dict()
         run_cfg["sandbox_resolved"] = sandbox[0]
+        seeds = [Program(code=c, operator="seed", language=example.language) for _, c in example.seeds]
+        rng = np.random.default_rng(config.seed)
+        # Place the seeds before the run row exists: a seed the archive cannot place is a setup error.
+        events = [e for seed, res in zip(seeds, seed_results, strict=True) for e in archive.add(seed, res)]
         run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
                                   example_dir=str(example.directory), seed=config.seed)
-        seed = Program(code=example.seed_code, run_id=run_id, operator="seed")
-        rng = np.random.default_rng(config.seed)
-        events = archive.add(seed, seed_result)
-        store.write(run_id=run_id, programs=[seed], evaluations=[(seed.id, seed_result, sandbox[0])],
+        for seed in seeds:
+            seed.run_id = run_id
+        store.write(run_id=run_id, programs=seeds,
+                    evaluations=[(seed.id, res, sandbox[0]) for seed, res in zip(seeds, seed_results, strict=True)],
                     events=events, state={"rng": rng.bit_generator.state, "budget": config.iterations})
         for pf in plugin_files:
             store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
@@ -206,8 +217,7 @@ class Evolution:
             if budget is not None:
                 config = config.with_overrides(iterations=int(budget))
         example = load_example(example_dir or run["example_dir"])
-        example = Example(example.directory, example.seed_path, example.evaluator_path,
-                          example.config_path, example.seed_code, config)
+        example = dataclasses.replace(example, config=config)
         store.update_run(run["id"], status="running")
         return cls(store, run["id"], example, config, progress=progress, console=console)
 
@@ -216,12 +226,14 @@ class Evolution:
         """Replay ``archive.add`` over the stored evaluations in the order they were made."""
         for _seq, prog, res in self.store.iter_evaluated(self.run_id):
             if prog.operator == "seed":
-                self.seed_score = res.score
+                self.n_seeds += 1
+                if self.seed_score is None or (res.score is not None and res.score > self.seed_score):
+                    self.seed_score = res.score
             else:
                 self.evaluated += 1
             self._note_result(prog, res, replay=True)
         self._unevaluated = self.store.unevaluated(self.run_id)
-        self.children = self.store.count_programs(self.run_id) - 1
+        self.children = self.store.count_programs(self.run_id) - self._n_seeds()
         for h in self.store.code_hashes(self.run_id):
             self.hashes.add(h)
         if self.novelty is not None:
@@ -329,7 +341,7 @@ class Evolution:
             meta.update(failed_mutation=True, reason=cand.error)
         parent_ids = tuple(dict.fromkeys(cand.parent_ids)) or (parent.id,)
         return Program(code=cand.code if cand.code is not None else "", run_id=self.run_id,
-                       parent_ids=parent_ids, generation=1 + max(gens),
+                       language=parent.language, parent_ids=parent_ids, generation=1 + max(gens),
                        island=ctx.island, operator=cand.operator or op.name, prompt_hash=cand.prompt_hash,
                        policy_version=getattr(comp, "policy_version", None) if comp is not None else None,
                        metadata=meta)
@@ -357,7 +369,7 @@ class Evolution:
                       rollout: Rollout | None) -> None:
         events = self._note_result(program, result, replay=False)
         self.store.write(run_id=self.run_id, evaluations=[(program.id, result, self.sandbox_name)],
-                         events=events, state={"rng": self.rng.bit_generator.state})
+                         events=events, state={"rng": self.rng.bit_generator.state, "usage": self.budget.state()})
         if rollout is not None:
             self.store.set_rollout_rewards([(rollout.id, *self.rollout_reward(program, result, events))])
         if program.operator != "seed":
@@ -404,6 +416,7 @@ class Evolution:
             except Exception as exc:  # an operator bug: one failed mutation, not a dead run
                 cands = [Candidate(code=None, operator=op.name, parent_ids=(parent.id,),
                                    error=f"operator '{op.name}' raised {type(exc).__name__}: {exc}")]
+            self.budget.observe_candidates(cands)
             evals = []
             for cand in cands[:reserved]:
                 child = self._child(cand, parent, ctx, op)
@@ -487,6 +500,11 @@ class Evolution:
                 self.stop_reason = "wall time"
                 sem.release()
                 break
+            budget_reason = self.budget.exceeded()
+            if budget_reason:
+                self.stop_reason = budget_reason
+                sem.release()
+                break
             remaining = self.config.iterations - self.children_reserved
             if remaining <= 0:
                 if not tasks:
@@ -515,7 +533,10 @@ class Evolution:
 
     @property
     def children_stored(self) -> int:
-        return self.store.count_programs(self.run_id) - 1
+        return self.store.count_programs(self.run_id) - self._n_seeds()
+
+    def _n_seeds(self) -> int:
+        return max(1, self.n_seeds)
 
     def close_workers(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -546,6 +567,8 @@ class Evolution:
         stats = dict(self.archive.stats())
         if self.novelty is not None:
             stats["novelty_rejected"] = self.novelty.rejected
+        if self.budget.usage:
+            stats["usage"] = self.budget.state()
         return RunSummary(
             run_id=self.run_id, db=self.store.target, evaluations=self.store.count_evaluations(self.run_id),
             budget=self.config.iterations, seed_score=self.seed_score,

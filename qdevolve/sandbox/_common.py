@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdevolve.errors import EvaluationSetupError
+from qdevolve.languages import extension as _language_extension
 from qdevolve.sandbox import runner as _runner_mod
 from qdevolve.sandbox.limits import SandboxLimits, render_rlimits
 from qdevolve.types import Program
@@ -41,7 +42,6 @@ __all__ = ["Staging", "RunDir", "Captured", "run_bounded", "sandbox_python", "Ui
            "uid_processes"]
 
 RUNNER_SOURCE = Path(_runner_mod.__file__)
-_LANG_EXT = {"python": ".py"}
 
 
 def world_accessible(path: str | Path) -> bool:
@@ -256,7 +256,7 @@ class Staging:
         path = Path(tempfile.mkdtemp(prefix="run-", dir=parent or self.work_root))
         inner = inner_dir.format(name=path.name) if inner_dir else str(path)
         nonce = secrets.token_hex(16)
-        name = "program" + _LANG_EXT.get(program.language, ".py")
+        name = "program" + _language_extension(program.language)
         (path / name).write_text(program.code, encoding="utf-8")
         cfg = {
             "nonce": nonce,

@@ -1,13 +1,14 @@
 """Parent selection (plugin kind ``selection``) and inspiration sampling.
 
 Built-ins (each documents its formula and source): ``uniform``, ``tournament``, ``dgm``,
-``power_law``, ``novelty_weighted``. A rule is any object with
+``power_law``, ``novelty_weighted``, ``openevolve``. A rule is any object with
 ``select(candidates: Sequence[Elite], rng, n=1) -> list[Elite]``.
 """
 
 from __future__ import annotations
 
 from qdevolve.selection.inspirations import sample_inspirations
+from qdevolve.selection.openevolve_mix import OpenEvolveSelection
 from qdevolve.selection.rules import (
     DGMSelection,
     NoveltyWeightedSelection,
@@ -24,5 +25,6 @@ __all__ = [
     "DGMSelection",
     "PowerLawSelection",
     "NoveltyWeightedSelection",
+    "OpenEvolveSelection",
     "sample_inspirations",
 ]
