@@ -113,7 +113,7 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
                       "--backend openai --model NAME [--api-base URL]")
     db_path = db or default_db_path(example.directory)
-    from qdevolve.evolve.validate import check_start  # compat hook: validate before the seed is evaluated
+    from qdevolve.evolve.validate import check_start  # compat hook
 
     check_start(example, config, db_path)
     if db_path.exists():

@@ -31,8 +31,11 @@ OpenEvolve                                     qdevolve
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
+
+from qdevolve.errors import ConfigError
 
 __all__ = ["map_openevolve"]
 
@@ -45,6 +48,18 @@ DEFAULT_CASCADE = (0.5, 0.75, 0.9)
 _FEATURE_NAMES = {"diversity": "code_diversity"}
 _ENV_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 _IGNORED_QUIETLY = {"log_level", "log_dir", "checkpoint_interval", "language", "file_suffix"}
+
+
+def _number(where: str, key: str, value: Any, kind: type = int) -> Any:
+    """``kind(value)`` or a :class:`ConfigError` naming the OpenEvolve key."""
+    try:
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{where}: '{key}' must be {'an integer' if kind is int else 'a number'}, "
+                          f"got {value!r}") from None
+    if kind is float and not math.isfinite(out):
+        raise ConfigError(f"{where}: '{key}' must be finite, got {value!r}")
+    return out
 
 
 def _models(llm: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,9 +84,9 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
         if key not in known_top:
             unsupported.append(key)
     if "max_iterations" in data:
-        out["run"]["iterations"] = int(data["max_iterations"])
+        out["run"]["iterations"] = _number(where, "max_iterations", data["max_iterations"])
     if data.get("random_seed") is not None:
-        out["run"]["seed"] = int(data["random_seed"])
+        out["run"]["seed"] = _number(where, "random_seed", data["random_seed"])
 
     llm = data.get("llm") or {}
     models = _models(llm)
@@ -106,19 +121,21 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
 
     db = data.get("database") or {}
     dims = [_FEATURE_NAMES.get(str(d), str(d)) for d in (db.get("feature_dimensions") or DEFAULT_DIMENSIONS)]
-    archive_size = int(db.get("archive_size", DEFAULT_ARCHIVE_SIZE))
+    archive_size = _number(where, "database.archive_size", db.get("archive_size", DEFAULT_ARCHIVE_SIZE))
     inner: dict[str, Any] = {"type": "map_elites", "feature_dimensions": dims}
     bins = db.get("feature_bins", DEFAULT_BINS)
     if isinstance(bins, dict):
         inner["bins"] = {_FEATURE_NAMES.get(str(k), str(k)): v for k, v in bins.items()}
     else:
         # OpenEvolve widens an integer grid so that it has at least archive_size cells.
-        inner["bins"] = max(int(bins), int(archive_size ** (1 / max(len(dims), 1)) + 0.99))
+        inner["bins"] = max(_number(where, "database.feature_bins", bins),
+                            int(max(archive_size, 1) ** (1 / max(len(dims), 1)) + 0.99))
     out["selection"] = {"type": "openevolve",
-                        "exploration_ratio": float(db.get("exploration_ratio", 0.2)),
-                        "exploitation_ratio": float(db.get("exploitation_ratio", 0.7)),
+                        "exploration_ratio": _number(where, "database.exploration_ratio", db.get("exploration_ratio", 0.2), float),
+                        "exploitation_ratio": _number(where, "database.exploitation_ratio",
+                                                      db.get("exploitation_ratio", 0.7), float),
                         "archive_size": archive_size}
-    n_islands = int(db.get("num_islands", 1) or 1)
+    n_islands = _number(where, "database.num_islands", db.get("num_islands", 1) or 1)
     if n_islands > 1:
         archive: dict[str, Any] = {"type": "islands", "n_islands": n_islands, "inner": inner}
         if db.get("migration_interval") is not None:
@@ -144,14 +161,14 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
     ev = data.get("evaluator") or {}
     out_ev: dict[str, Any] = {}
     if ev.get("timeout") is not None:
-        out["limits"] = {"wall_s": float(ev["timeout"])}
+        out["limits"] = {"wall_s": _number(where, "evaluator.timeout", ev["timeout"], float)}
     if ev.get("cascade_evaluation", True):
         # On by default, as in OpenEvolve; an evaluator without evaluate_stage1 is unaffected.
         out_ev["cascade_thresholds"] = [float(t) for t in ev.get("cascade_thresholds") or DEFAULT_CASCADE]
     else:
         out_ev["cascade_evaluation"] = False
     if ev.get("parallel_evaluations") is not None:
-        out["run"]["workers"] = max(1, int(ev["parallel_evaluations"]))
+        out["run"]["workers"] = _number(where, "evaluator.parallel_evaluations", ev["parallel_evaluations"])
     for k in ev:
         if k not in {"timeout", "cascade_evaluation", "cascade_thresholds", "parallel_evaluations",
                      "enable_artifacts", "max_retries"}:
