@@ -135,3 +135,16 @@ def test_openevolve_config_maps_cascade_and_phase_configs(tmp_path: Path) -> Non
                                      "config_phase_2.yaml": "max_iterations: 77\nrandom_seed: 5\n"})
     ex2 = load_example(ex, config_path=ex / "config_phase_2.yaml")
     assert ex2.config.iterations == 77 and ex2.config.seed == 5
+
+
+def test_code_diversity_matches_installed_openevolve() -> None:
+    """Parity with OpenEvolve's own implementation (the ``bench`` extra installs it)."""
+    database = pytest.importorskip("openevolve.database")
+    config = pytest.importorskip("openevolve.config")
+    db = database.ProgramDatabase(config.DatabaseConfig())
+    rng = np.random.default_rng(1)
+    alphabet = list("abcdefgh \n=+()0123456789")
+    for _ in range(50):
+        a = "".join(rng.choice(alphabet, size=int(rng.integers(0, 80))))
+        b = "".join(rng.choice(alphabet, size=int(rng.integers(0, 80))))
+        assert fast_code_diversity(a, b) == pytest.approx(db._fast_code_diversity(a, b))
