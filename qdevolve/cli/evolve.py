@@ -109,13 +109,13 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
 
         config = apply_policy_options(config, policy=policy, objective=train_objective,
                                       every=train_every, objective_args=objective_args)
-    if config.backend is None and not config.mutation and not config.train:
-        console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
-                      "--backend openai --model NAME [--api-base URL]")
     db_path = db or default_db_path(example.directory)
     from qdevolve.evolve.validate import check_start  # compat hook
 
     check_start(example, config, db_path)
+    if config.backend is None and not config.mutation and not config.train:
+        console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
+                      "--backend openai --model NAME [--api-base URL]")
     if db_path.exists():
         raise ConfigError(f"{db_path}: already exists; continue it with 'qdevolve resume --db {db_path}' "
                           f"or pass a new --db path")
