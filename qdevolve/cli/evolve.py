@@ -96,7 +96,9 @@ def run(example_dir: Path, db: Path | None, iterations: int | None, seed: int | 
     from qdevolve.evolve.example import load_example
 
     console = Console(stderr=True)
-    loaded = [registry.load_plugin_file(p) for p in plugins]
+    from qdevolve.evolve.validate import check_plugin_file  # compat hook: bounded plugin import
+
+    loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
     example = load_example(example_dir, config_path=config_path)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)

@@ -27,7 +27,7 @@ import yaml
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError
 
 __all__ = ["describe_path", "require_file", "read_config_yaml", "check_run_numbers", "check_plugins",
-           "check_language", "check_db_target", "check_start",
+           "check_language", "check_db_target", "check_start", "check_plugin_file",
            "MAX_CONFIG_BYTES", "MAX_PROGRAM_BYTES", "MAX_YAML_NODES", "MAX_YAML_DEPTH", "MAX_SEED"]
 
 MAX_CONFIG_BYTES = 1 << 20       # a config file larger than 1 MiB is not a config
@@ -234,3 +234,44 @@ def check_start(example: Any, config: Any, db: Path | None = None) -> None:
     check_plugins(config)
     if db is not None:
         check_db_target(db)
+
+
+PLUGIN_IMPORT_TIMEOUT_S = 60.0
+
+
+def check_plugin_file(path: str | Path, *, timeout_s: float = PLUGIN_IMPORT_TIMEOUT_S) -> Path:
+    """Import a ``--plugin`` file once in a child process, bounded in time, before the
+    controller imports it: a file that exits, crashes or hangs at import becomes one line.
+
+    Returns:
+        The path, for :func:`qdevolve.registry.load_plugin_file`.
+
+    Raises:
+        PluginError: the file is not a readable regular file, or its import exited, failed
+            or ran longer than ``timeout_s``.
+    """
+    import subprocess
+    import sys
+
+    from qdevolve.errors import PluginError
+
+    p = Path(path)
+    require_file(p, "plugin file", max_bytes=MAX_PROGRAM_BYTES, error=PluginError)
+    probe = ("import sys, runpy\n"
+             "try:\n"
+             "    runpy.run_path(sys.argv[1], run_name='qdevolve_plugin_probe')\n"
+             "except SystemExit as exc:\n"
+             "    print(f'it called exit({exc.code!r}) while being imported', file=sys.stderr); sys.exit(3)\n"
+             "except BaseException as exc:\n"
+             "    print(f'{type(exc).__name__}: {exc}', file=sys.stderr); sys.exit(3)\n")
+    try:
+        r = subprocess.run([sys.executable, "-c", probe, str(p)], capture_output=True, text=True,
+                           timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise PluginError(f"plugin file {p}: importing it did not finish within {timeout_s:g} s "
+                          "(does it wait for input or loop at import time?)") from None
+    if r.returncode != 0:
+        last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        why = " ".join(last[-1].split())[:300] if last else f"exit status {r.returncode}"
+        raise PluginError(f"plugin file {p} failed to import: {why}")
+    return p

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -175,3 +176,29 @@ def test_evaluator_that_is_not_a_file(kind: str, tmp_path: Path) -> None:
                 "device": "device"}[kind]
     assert expected in r.stderr and "does not exist" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("import sys\nsys.exit(4)\n", "exit(4)"),
+    ("import time\nwhile True:\n    time.sleep(1)\n", "did not finish"),
+    ("raise RuntimeError('no such setting')\n", "no such setting"),
+])
+def test_plugin_file_that_exits_hangs_or_fails_at_import(body: str, needle: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from qdevolve.errors import PluginError
+    from qdevolve.evolve.validate import check_plugin_file
+
+    plugin = tmp_path / "bad_plugin.py"
+    plugin.write_text(body)
+    with pytest.raises(PluginError, match=re.escape(needle)) as info:
+        check_plugin_file(plugin, timeout_s=5)
+    assert "\n" not in str(info.value) and "bad_plugin.py" in str(info.value)
+
+
+def test_plugin_file_exiting_at_import_via_cli(tmp_path: Path) -> None:
+    ex = write_example(tmp_path / "ex")
+    plugin = tmp_path / "exits.py"
+    plugin.write_text("import sys\nsys.exit(0)\n")
+    r = _qd("run", str(ex), "--db", str(tmp_path / "x.sqlite"), "--plugin", str(plugin))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "exit(0)" in r.stderr
+    assert not (tmp_path / "x.sqlite").exists()
