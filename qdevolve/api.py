@@ -227,6 +227,8 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
         if sandbox is not None:
             overrides["sandbox"] = {"type": sandbox}
         cfg = example.config.with_overrides(**overrides)
+        if cfg.name is None:
+            cfg = cfg.with_overrides(name=db_path.stem)
         check_start(example, cfg, db_path)
         store = LineageStore(db_path, create=True)
         if cfg.train:
