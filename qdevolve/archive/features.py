@@ -43,7 +43,7 @@ from qdevolve.errors import ConfigError
 from qdevolve.types import EvalResult, Program
 
 __all__ = ["BUILTIN_FEATURES", "FeatureExtractor", "UnplaceableResult", "code_length", "ast_complexity",
-           "token_shingles", "jaccard_distance", "fast_code_diversity"]
+           "token_shingles", "jaccard_distance", "fast_code_diversity", "code_shape", "shape_distance"]
 
 BUILTIN_FEATURES: tuple[str, ...] = ("code_length", "complexity", "ast_complexity", "diversity",
                                      "code_diversity", "score")
@@ -75,12 +75,21 @@ def token_shingles(code: str) -> frozenset[int]:
     )
 
 
+def code_shape(code: str) -> tuple[int, int, frozenset[str]]:
+    """``(characters, newlines, character set)`` of ``code``: all that the fast distance reads."""
+    return len(code), code.count("\n"), frozenset(code)
+
+
+def shape_distance(a: tuple[int, int, frozenset[str]], b: tuple[int, int, frozenset[str]]) -> float:
+    """OpenEvolve's fast code distance between two :func:`code_shape` values."""
+    return 0.1 * abs(a[0] - b[0]) + 10.0 * abs(a[1] - b[1]) + 0.5 * len(a[2] ^ b[2])
+
+
 def fast_code_diversity(a: str, b: str) -> float:
     """OpenEvolve's cheap code distance (see the module docstring); 0.0 when ``a == b``."""
     if a == b:
         return 0.0
-    return (0.1 * abs(len(a) - len(b)) + 10.0 * abs(a.count("\n") - b.count("\n"))
-            + 0.5 * len(set(a) ^ set(b)))
+    return shape_distance(code_shape(a), code_shape(b))
 
 
 class UnplaceableResult(ConfigError):
@@ -116,7 +125,7 @@ class FeatureExtractor:
         self.dimensions: tuple[str, ...] = tuple(str(d) for d in dims)
         self.reference_size = int(reference_size)
         self._reference: list[tuple[str, frozenset[int]]] = []  # (id, shingles) for `diversity`
-        self._reference_code: list[str] = []  # the same programs' code for `code_diversity`
+        self._reference_code: list[tuple[str, tuple[int, int, frozenset[str]]]] = []  # (code, shape)
 
     @property
     def needs_reference(self) -> bool:
@@ -143,7 +152,7 @@ class FeatureExtractor:
             elif name == "diversity":
                 value = self._diversity(program.id, token_shingles(program.code))
             elif name == "code_diversity":
-                value = self._code_diversity(program.id, program.code)
+                value = self._code_diversity(program)
             else:
                 raise UnplaceableResult(
                     f"program {program.id}: the evaluator reported no feature or metric '{name}' "
@@ -164,7 +173,7 @@ class FeatureExtractor:
         if self.needs_reference and len(self._reference) < self.reference_size:
             if all(pid != program.id for pid, _ in self._reference):
                 self._reference.append((program.id, token_shingles(program.code)))
-                self._reference_code.append(program.code)
+                self._reference_code.append((program.code, code_shape(program.code)))
 
     def _diversity(self, program_id: str, shingles: frozenset[int]) -> float:
         refs = [s for pid, s in self._reference if pid != program_id]
@@ -172,9 +181,11 @@ class FeatureExtractor:
             return 0.0
         return sum(jaccard_distance(shingles, r) for r in refs) / len(refs)
 
-    def _code_diversity(self, program_id: str, code: str) -> float:
-        refs = [c for (pid, _), c in zip(self._reference, self._reference_code, strict=True)
-                if pid != program_id and c != code]
+    def _code_diversity(self, program: Program) -> float:
+        # OpenEvolve skips reference programs with identical code (distance 0 by definition).
+        refs = [shape for (pid, _), (code, shape) in zip(self._reference, self._reference_code, strict=True)
+                if pid != program.id and code != program.code]
         if not refs:
             return 0.0
-        return sum(fast_code_diversity(code, r) for r in refs) / len(refs)
+        mine = code_shape(program.code)
+        return sum(shape_distance(mine, r) for r in refs) / len(refs)

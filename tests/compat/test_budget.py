@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,11 @@ def test_cost_budget_stops_cleanly_and_usage_is_stored(tmp_path: Path) -> None:
     assert usage["cost"] >= 0.05
     stored = [json.loads(v) for (k, v) in con.execute("SELECT key, value FROM run_state") if k == "usage"]
     assert stored and stored[0]["models"]["scripted"]["calls"] >= children
+    listed = subprocess.run([sys.executable, "-m", "qdevolve", "runs", "list", "--db", str(tmp_path / "b.sqlite"),
+                             "--json"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    row = json.loads(listed.stdout)[0]
+    assert row["tokens"] == stored[0]["tokens"] > 0 and row["cost"] == pytest.approx(stored[0]["cost"])
 
 def test_token_budget(tmp_path: Path) -> None:
     with ScriptedServer(ScriptedModel(seed=1)) as server:
