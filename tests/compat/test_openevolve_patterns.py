@@ -148,3 +148,19 @@ def test_code_diversity_matches_installed_openevolve() -> None:
         a = "".join(rng.choice(alphabet, size=int(rng.integers(0, 80))))
         b = "".join(rng.choice(alphabet, size=int(rng.integers(0, 80))))
         assert fast_code_diversity(a, b) == pytest.approx(db._fast_code_diversity(a, b))
+
+
+def test_a_seed_that_cannot_be_placed_stops_the_start_and_stores_nothing(tmp_path: Path) -> None:
+    from qdevolve.db import LineageStore
+    from qdevolve.errors import QdevolveError
+    from qdevolve.evolve.engine import Evolution
+
+    ex = write(tmp_path / "noplace", {"initial_program.py": SEED, "evaluator.py": METRICS_EVALUATOR})
+    example = load_example(ex)
+    cfg = example.config.with_overrides(sandbox={"type": "local"},
+                                        archive={"type": "map_elites", "feature_dimensions": ["missing_metric"]})
+    store = LineageStore(tmp_path / "n.sqlite", create=True)
+    with pytest.raises(QdevolveError, match="missing_metric"):
+        Evolution.start(example, cfg, store, progress=False)
+    assert store.list_runs() == [], "no half-made run"
+    store.close()
