@@ -20,6 +20,10 @@ ShinkaEvolve                           qdevolve
 no ``metrics.json``                    status ``error`` naming the missing file
 =====================================  =============================================
 
+The example's other top-level ``.py`` modules (an ``env.py`` that ``evaluate.py`` imports)
+are embedded in the adapter too and importable inside every sandbox; data files beside the
+evaluator are not copied (read them through an absolute path the sandbox can see).
+
 Evaluators that import ``shinka`` (``from shinka.core import run_shinka_eval``) need the
 ``shinka-evolve`` package, installed with the extra ``pip install 'qdevolve[shinka]'``; the
 sandbox runner sees the controller's site-packages, so it imports there too.
@@ -60,12 +64,20 @@ import types
 
 _SOURCE = {source!r}
 _ORIGIN = {origin!r}
+_SIBLINGS = {siblings!r}
 _module = None
 
 
 def _load():
     global _module
     if _module is None:
+        # The example's other modules (an env.py that evaluate.py imports), embedded below.
+        if _SIBLINGS:
+            where = tempfile.mkdtemp(prefix="shinka-modules-", dir=os.getcwd())
+            for name, text in _SIBLINGS.items():
+                with open(os.path.join(where, name), "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            sys.path.insert(0, where)
         mod = types.ModuleType("shinka_evaluate")
         mod.__file__ = _ORIGIN
         sys.modules["shinka_evaluate"] = mod
@@ -151,6 +163,27 @@ def _imports_shinka(tree: ast.Module) -> bool:
 
 
 _ADAPTER_DIR: Path | None = None
+MAX_SIBLING_BYTES = 4 << 20
+
+
+def _siblings(evaluate_py: Path) -> dict[str, str]:
+    """The example's other top-level ``.py`` modules (not the seed), embedded in the adapter so
+    that ``evaluate.py`` can import them inside any sandbox."""
+    out: dict[str, str] = {}
+    total = 0
+    for p in sorted(evaluate_py.parent.glob("*.py")):
+        if p.name == evaluate_py.name or p.stem == SEED_STEM or not p.is_file():
+            continue
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        total += len(text)
+        if total > MAX_SIBLING_BYTES:
+            raise EvaluationSetupError(f"{evaluate_py.parent}: the Python modules beside evaluate.py exceed "
+                                       f"{MAX_SIBLING_BYTES} bytes; the adapter embeds them")
+        out[p.name] = text
+    return out
 
 
 def _adapter_dir() -> Path:
@@ -191,7 +224,8 @@ def adapter_evaluator(evaluate_py: Path) -> Path:
     helper = ast.get_source_segment(Path(__file__).read_text(encoding="utf-8"),
                                     next(n for n in ast.parse(Path(__file__).read_text(encoding="utf-8")).body
                                          if isinstance(n, ast.FunctionDef) and n.name == "results_to_record"))
-    text = _ADAPTER.format(source=source, origin=str(evaluate_py.resolve()), results_to_record=helper)
+    text = _ADAPTER.format(source=source, origin=str(evaluate_py.resolve()), results_to_record=helper,
+                           siblings=_siblings(evaluate_py))
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     out = _adapter_dir() / digest / "evaluator.py"
     if not out.exists():

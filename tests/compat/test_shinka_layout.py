@@ -19,6 +19,8 @@ import importlib.util
 import json
 import os
 
+from scoring import TARGET  # a sibling module of evaluate.py, as ShinkaEvolve examples have
+
 
 def main(program_path, results_dir):
     os.makedirs(results_dir, exist_ok=True)
@@ -28,7 +30,7 @@ def main(program_path, results_dir):
     a, b, c = mod.values()
     correct = a == 0.5  # children that move A are "incorrect"
     metrics = {
-        "combined_score": 1.0 / (1.0 + (a - 3) ** 2 + (b + 1) ** 2),
+        "combined_score": 1.0 / (1.0 + (a - TARGET) ** 2 + (b + 1) ** 2),
         "public": {"distance_a": abs(a - 3), "label": "close" if abs(a - 3) < 1 else "far"},
         "private": {"secret_offset": 42.0},
         "text_feedback": "move A towards 3",
@@ -63,7 +65,7 @@ evo_config:
 
 
 def test_shinka_main_evaluator_runs(tmp_path: Path) -> None:
-    ex = write(tmp_path / "shinka", {"initial.py": SEED, "evaluate.py": SHINKA_EVALUATE})
+    ex = write(tmp_path / "shinka", {"initial.py": SEED, "evaluate.py": SHINKA_EVALUATE, "scoring.py": "TARGET = 3.0\n"})
     example = load_example(ex)
     assert example.layout == "shinka" and example.seed_path.name == "initial.py"
     evo, con = run_example(ex, tmp_path / "s.sqlite", iterations=10, workers=1,
