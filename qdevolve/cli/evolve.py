@@ -183,6 +183,10 @@ def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: st
     from qdevolve.evolve.engine import Evolution
 
     console = Console(stderr=True)
+    if iterations is not None:  # compat hook: a bad budget costs nothing
+        from qdevolve.evolve.validate import check_iterations
+
+        check_iterations(iterations, where="--iterations")
     store = open_store(db)
     rid = store.resolve_run(run_id)
     run_row = store.get_run(rid)

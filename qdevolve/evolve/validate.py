@@ -27,7 +27,7 @@ import yaml
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError
 
 __all__ = ["describe_path", "require_file", "read_config_yaml", "check_run_numbers", "check_plugins",
-           "check_language", "check_db_target", "check_start", "check_plugin_file",
+           "check_language", "check_db_target", "check_start", "check_plugin_file", "check_iterations",
            "MAX_CONFIG_BYTES", "MAX_PROGRAM_BYTES", "MAX_YAML_NODES", "MAX_YAML_DEPTH", "MAX_SEED"]
 
 MAX_CONFIG_BYTES = 1 << 20       # a config file larger than 1 MiB is not a config
@@ -145,6 +145,11 @@ def _int_in(where: str, name: str, value: Any, lo: int, hi: int) -> None:
 def _positive(where: str, name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: {name} must be a positive finite number of seconds, got {value!r}")
+
+
+def check_iterations(value: Any, *, where: str) -> None:
+    """A budget of child programs: a whole number in [1, 10^9]."""
+    _int_in(where, "iterations", value, 1, MAX_ITERATIONS)
 
 
 def check_run_numbers(config: Any, *, where: str = "config") -> None:

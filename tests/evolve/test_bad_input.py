@@ -202,3 +202,9 @@ def test_plugin_file_exiting_at_import_via_cli(tmp_path: Path) -> None:
     r = _qd("run", str(ex), "--db", str(tmp_path / "x.sqlite"), "--plugin", str(plugin))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "exit(0)" in r.stderr
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_resume_with_a_bad_budget(tmp_path: Path) -> None:
+    r = _qd("resume", "--db", str(tmp_path / "none.sqlite"), "--iterations", "-5")
+    assert r.returncode == 2 and "iterations" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "none.sqlite").exists()
