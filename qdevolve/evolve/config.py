@@ -45,7 +45,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
             "children_per_parent", "max_duplicate_streak", "name")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
-              "open_files", "network", "env_allow", "tmpfs_mb")
+              "open_files", "network", "env", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
 INSPIRATION_KEYS = ("n_best", "n_diverse")
 

@@ -28,6 +28,7 @@ from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError
 
 __all__ = ["describe_path", "require_file", "read_config_yaml", "check_run_numbers", "check_plugins",
            "check_language", "check_db_target", "check_start", "check_plugin_file", "check_iterations",
+           "sandbox_env",
            "MAX_CONFIG_BYTES", "MAX_PROGRAM_BYTES", "MAX_YAML_NODES", "MAX_YAML_DEPTH", "MAX_SEED"]
 
 MAX_CONFIG_BYTES = 1 << 20       # a config file larger than 1 MiB is not a config
@@ -280,3 +281,27 @@ def check_plugin_file(path: str | Path, *, timeout_s: float = PLUGIN_IMPORT_TIME
         why = " ".join(last[-1].split())[:300] if last else f"exit status {r.returncode}"
         raise PluginError(f"plugin file {p} failed to import: {why}")
     return p
+
+
+def sandbox_env(value: Any, *, where: str = "limits.env") -> tuple[tuple[str, str], ...]:
+    """``limits.env`` of a config: a mapping added to the sandbox's default environment.
+
+    Raises:
+        ConfigError: not a mapping of variable names to strings (or numbers).
+    """
+    import re
+
+    from qdevolve.sandbox.limits import DEFAULT_ENV
+
+    if isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        value = {str(k): v for k, v in value}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must map variable names to values, e.g. {{GOCACHE: /tmp/go-cache}}")
+    env = dict(DEFAULT_ENV)
+    for name, v in value.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"{where}: {name!r} is not an environment variable name")
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)) or "\x00" in str(v):
+            raise ConfigError(f"{where}.{name}: must be a string, got {v!r}")
+        env[name] = str(v)
+    return tuple(env.items())

@@ -74,3 +74,14 @@ def test_ast_mutator_refuses_a_c_seed_in_one_line(tmp_path: Path) -> None:
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Python programs only" in lines[0] and "initial_program.c" in lines[0]
     assert not db.exists()
+
+
+def test_limits_env_adds_to_the_sandbox_environment(tmp_path: Path) -> None:
+    from qdevolve.evolve.config import parse_config
+    from qdevolve.evolve.engine import make_limits
+
+    cfg = parse_config({"limits": {"wall_s": 10, "env": {"GOCACHE": "/tmp/go-cache", "N": 3}}})
+    env = dict(make_limits(cfg.limits).env)
+    assert env["GOCACHE"] == "/tmp/go-cache" and env["N"] == "3" and env["PATH"].startswith("/usr/local/bin")
+    with pytest.raises(Exception, match="not an environment variable name"):
+        make_limits({"wall_s": 1, "env": {"BAD NAME": "x"}})
