@@ -102,7 +102,9 @@ def run(example_dir: Path, db: Path | None, model: str | None, api_base: str | N
     from qdevolve.evolve.example import load_example
 
     console = Console(stderr=True)
-    loaded = [registry.load_plugin_file(p) for p in plugins]
+    from qdevolve.evolve.validate import check_plugin_file  # compat hook: bounded plugin import
+
+    loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
     example = load_example(example_dir, config_path=config_path)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
@@ -113,10 +115,13 @@ def run(example_dir: Path, db: Path | None, model: str | None, api_base: str | N
 
         config = apply_policy_options(config, policy=policy, objective=train_objective,
                                       every=train_every, objective_args=objective_args)
+    db_path = db or default_db_path(example.directory)
+    from qdevolve.evolve.validate import check_start  # compat hook
+
+    check_start(example, config, db_path)
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
                       "--backend openai --model NAME [--api-base URL]")
-    db_path = db or default_db_path(example.directory)
     if db_path.exists():
         raise ConfigError(f"{db_path}: already exists; continue it with 'qdevolve resume --db {db_path}' "
                           f"or pass a new --db path")
@@ -172,6 +177,10 @@ def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: st
     from qdevolve.evolve.engine import Evolution
 
     console = Console(stderr=True)
+    if iterations is not None:  # compat hook: a bad budget costs nothing
+        from qdevolve.evolve.validate import check_iterations
+
+        check_iterations(iterations, where="--iterations")
     store = open_store(db)
     rid = store.resolve_run(run_id)
     for pf in store.plugin_files(rid):

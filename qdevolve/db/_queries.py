@@ -80,7 +80,7 @@ def run_counts(c: Any, run_id: str) -> RunCounts:
     for pid, op, status, score in rows:
         by_status[status] = by_status.get(status, 0) + 1
         if op == "seed":
-            seed = score
+            seed = score if seed is None or (score is not None and score > seed) else seed
             if score is None:
                 continue
         else:

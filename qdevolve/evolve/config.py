@@ -15,6 +15,7 @@ Native layout (every section optional; every plugin slot is ``{type: NAME, ...kw
     inspirations: {n_best: 2, n_diverse: 2}
     prompt:     {system_message: ..., ...}                   # handed to prompt builders
     novelty:    {threshold: 0.99, model_path: null}          # embedding novelty rejection
+    budget:     {max_tokens: N, max_cost: USD, max_wall_time: s, prices: {model: {input, output}}}
     train:      {...}                                        # the joined inner loop
 
 An OpenEvolve ``config.yaml`` (top-level ``max_iterations``, ``llm``, ``database``,
@@ -30,14 +31,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from qdevolve.errors import ConfigError
 
 __all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS", "cli_fields"]
 
 NATIVE_SECTIONS = ("run", "archive", "selection", "mutation", "backend", "sandbox", "limits",
-                   "evaluator", "inspirations", "prompt", "train", "novelty")
+                   "evaluator", "inspirations", "prompt", "train", "novelty", "budget")
 NOVELTY_KEYS = ("threshold", "model_path", "max_length")
 OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_dir", "random_seed",
                    "language", "file_suffix", "diff_based_evolution", "max_code_length",
@@ -47,7 +46,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
             "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
-              "open_files", "network", "env_allow", "tmpfs_mb")
+              "open_files", "network", "env", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
 INSPIRATION_KEYS = ("n_best", "n_diverse")
 
@@ -86,6 +85,7 @@ class RunConfig:
     prompt: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] | None = None
     novelty: dict[str, Any] | None = field(default=None, metadata={"help": "Embedding novelty rejection: {threshold, model_path}."})
+    budget: dict[str, Any] | None = field(default=None, metadata={"help": "Token / cost / wall-time budget: {max_tokens, max_cost, max_wall_time, prices}."})
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,10 +148,14 @@ def _mapping(where: str, path: str, value: Any) -> dict[str, Any]:
 def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunConfig:
     """Validate a loaded YAML mapping (native or OpenEvolve) into a :class:`RunConfig`."""
     data = _mapping(where, "<top level>", data)
+    from qdevolve.evolve.shinka_compat import looks_like_shinka, map_shinka  # compat hook
+
     if any(k in data for k in OPENEVOLVE_KEYS) and not any(k in data for k in ("run", "archive", "mutation")):
         from qdevolve.evolve.openevolve_compat import map_openevolve
 
         data = map_openevolve(data, where=where)
+    elif looks_like_shinka(data) and not any(k in data for k in ("run", "archive", "mutation")):
+        data = map_shinka(data, where=where)
     warnings = tuple(data.pop("_warnings", ()))
     _unknown(where, "<top level>", data, NATIVE_SECTIONS)
     kw: dict[str, Any] = {"warnings": warnings}
@@ -164,7 +168,7 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
         if key in kw:
             try:
                 kw[key] = int(kw[key])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise ConfigError(f"{where}: 'run.{key}' must be an integer, got {kw[key]!r}") from None
             if kw[key] < (0 if key == "iterations" else 1):
                 raise ConfigError(f"{where}: 'run.{key}' must be positive, got {kw[key]}")
@@ -204,6 +208,10 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
     kw["prompt"] = _mapping(where, "prompt", data.get("prompt"))
     if data.get("train") is not None:
         kw["train"] = _mapping(where, "train", data["train"])
+    if data.get("budget") is not None:  # compat hook: token / cost / wall-time budgets
+        from qdevolve.evolve.budget import parse_budget
+
+        kw["budget"] = parse_budget(data["budget"], where=where)
     if data.get("novelty") is not None:
         nov = _mapping(where, "novelty", data["novelty"])
         _unknown(where, "novelty", nov, NOVELTY_KEYS)
@@ -215,13 +223,6 @@ def load_config(path: str | Path | None) -> RunConfig:
     """Load ``config.yaml`` (``None`` or a missing optional file gives the defaults)."""
     if path is None:
         return RunConfig()
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: config file not found")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{p}: invalid YAML{at}: {getattr(exc, 'problem', exc)}") from exc
-    return parse_config(data, where=str(p))
+    from qdevolve.evolve.validate import read_config_yaml  # compat hook
+
+    return parse_config(read_config_yaml(Path(path)), where=str(path))

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.textsafe import terminal_safe_line
@@ -74,6 +75,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
         if key in summary.stats and summary.stats[key] is not None:
             v = summary.stats[key]
             t.add_row(key, f"{v:.4g}" if isinstance(v, float) else str(v))
+    for model, u in (summary.stats.get("usage") or {}).get("models", {}).items():  # budget meter totals
+        t.add_row(Text(f"model {terminal_safe_line(model)}"),
+                  f"{u['calls']} calls, {u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}")
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     console.print(t)

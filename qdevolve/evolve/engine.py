@@ -19,18 +19,20 @@ Training is a :class:`~qdevolve.evolve.listener.TrainingListener` the engine cal
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import LineageStore
-from qdevolve.errors import ConfigError, QdevolveError, RunAborted
+from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
+from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve import loop
 from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
 from qdevolve.evolve.config import RunConfig
@@ -42,6 +44,7 @@ from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
 from qdevolve.evolve.summary import RunSummary, summarize
 from qdevolve.mutation.base import Candidate
+from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
 __all__ = ["Evolution", "RunSummary", "make_limits", "make_sandbox", "default_db_path"]
@@ -80,6 +83,7 @@ class Evolution:
         self.unevaluated: list[Program] = []  # left by runs of schema v1 (evaluated first on resume)
         self._stored_unevaluated: set[str] = set()  # their ids: tell writes no second program row
         self.novelty = self.plugins.novelty
+        self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # tokens / cost
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._rebuild()
 
@@ -88,12 +92,23 @@ class Evolution:
     def start(cls, example: Example, config: RunConfig, store: LineageStore, *, progress: bool = True,
               console: Any = None, plugin_files: list[Any] = (), listener: TrainingListener | None = None,
               **kw: Any) -> Evolution:
-        """Create a run: build the plugins, evaluate the seed, then store run and seed."""
+        """Create a run: build the plugins, evaluate and place every seed, then store run and seeds.
+
+        A seed that does not evaluate ``ok`` or that the archive cannot place is a setup error
+        raised before the run row exists, so nothing half-made is left behind."""
         plugins = EnginePlugins.build(config)  # a bad name fails before any evaluation is spent
-        seed_check = Program(code=example.seed_code, run_id="seed-check")
         try:
-            outcome = plugins.executor.submit(plugins.job(seed_check, example)).result()
-            plugins.check_seed(example, outcome.result)
+            seeds, outcomes, events = [], [], []
+            for path, code in example.seeds:
+                seed = Program(code=code, run_id="seed-check", operator="seed", language=example.language)
+                outcome = plugins.executor.submit(plugins.job(seed, example)).result()
+                plugins.check_seed(dataclasses.replace(example, seed_path=path), outcome.result)
+                try:
+                    events.append(plugins.archive.add(seed, outcome.result))
+                except QdevolveError as exc:
+                    raise EvaluationSetupError(f"{path}: the archive cannot place the seed: {exc}") from None
+                seeds.append(seed)
+                outcomes.append(outcome)
             run_cfg = config.to_dict()
             run_cfg["sandbox_resolved"] = plugins.sandbox_type
             run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
@@ -105,8 +120,9 @@ class Evolution:
         except BaseException:
             plugins.close()
             raise
-        seed = Program(code=example.seed_code, run_id=run_id, operator="seed")
-        evo.tell(seed, outcome.result, worker=outcome.worker)
+        for seed, outcome, seed_events in zip(seeds, outcomes, events, strict=True):
+            seed.run_id = run_id
+            evo.tell(seed, outcome.result, worker=outcome.worker, events=seed_events)
         return evo
 
     @classmethod
@@ -121,8 +137,7 @@ class Evolution:
         if budget is not None:
             config = config.with_overrides(iterations=int(budget))
         loaded = load_example(example_dir or run["example_dir"])
-        example = Example(loaded.directory, loaded.seed_path, loaded.evaluator_path, loaded.config_path,
-                          loaded.seed_code, config)
+        example = dataclasses.replace(loaded, config=config)
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
 
     def _rebuild(self) -> None:
@@ -144,6 +159,9 @@ class Evolution:
         state = self.store.get_state(self.run_id, "rng")
         if state is not None:
             self.rng.bit_generator.state = state
+        ensemble = self.store.get_state(self.run_id, "ensemble")  # bandit statistics of the LLM ensemble
+        if ensemble is not None and isinstance(self.backend, StatefulBackend):
+            self.backend.restore(ensemble)
 
     def _elite_ids(self) -> set[str]:
         return {e.program_id for e in self.archive.elites()}
@@ -166,6 +184,8 @@ class Evolution:
         except Exception as exc:  # an operator bug: one failed mutation, not a dead run
             cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
+        self.budget.observe_candidates(cands)
+        cands = [_fixed_code_checked(plan.parent, c) for c in cands]
         kept = [c for c in self.breeder.children(plan, cands) if self._admit(c)]
         self.ledger.reserved -= plan.n - len(kept)
         return kept
@@ -208,11 +228,13 @@ class Evolution:
 
     # -- tell -------------------------------------------------------------------------------
     def tell(self, program: Program, result: EvalResult, *, child: Child | None = None,
-             worker: str | None = None) -> list[ArchiveEvent]:
+             worker: str | None = None, events: list[ArchiveEvent] | None = None) -> list[ArchiveEvent]:
         """Record one evaluation: program (unless stored earlier), evaluation, archive events,
-        rollout with its reward, inspiration edges and the random state, in one transaction."""
+        rollout with its reward, inspiration edges, the random state and the model usage and
+        ensemble statistics, in one transaction (``events``: already placed, e.g. a seed)."""
         stored_before = program.id in self._stored_unevaluated
-        events = self._archive_add(program, result)
+        if events is None:
+            events = self._archive_add(program, result)
         rollout = child.rollout if child is not None else None
         if rollout is not None:
             parent = self.cache.get(program.parent_ids[0])[1] if program.parent_ids else None
@@ -223,7 +245,7 @@ class Evolution:
             edges=child.edges if child is not None else (),
             evaluations=[EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id)],
             events=events, rollouts=[rollout] if rollout is not None else (),
-            state={"rng": self.rng.bit_generator.state})
+            state=self._state())
         self._stored_unevaluated.discard(program.id)
         self.ledger.note(program, result, new_program=not stored_before)
         if result.ok and result.score is not None:
@@ -235,6 +257,13 @@ class Evolution:
                 self._reporter.report(model, result.score - parent_score)
         self._tick()
         return events
+
+    def _state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"rng": self.rng.bit_generator.state}
+        state["usage"] = self.budget.state()
+        if isinstance(self.backend, StatefulBackend):
+            state["ensemble"] = self.backend.state()
+        return state
 
     def _archive_add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:
         try:
@@ -260,7 +289,10 @@ class Evolution:
         try:
             with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
                                  stats=self.archive.stats) as self._tick:
-                asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=self.config.wall_time_s))
+                wall = self.config.wall_time_s
+            if wall and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
+                self.backend.set_deadline(t0 + float(wall))
+            asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
             status = "finished" if self.ledger.stored >= self.config.iterations else "stopped"
         except WorkerLost as exc:
             self.ledger.stop(f"worker lost: {exc}")
@@ -315,6 +347,36 @@ class Evolution:
     @property
     def sandbox_name(self) -> str:
         return self.plugins.sandbox_type
+
+
+@runtime_checkable
+class StatefulBackend(Protocol):
+    """A backend with state to keep across resume (the LLM ensemble's bandit statistics)."""
+
+    def state(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class DeadlineAware(Protocol):
+    """A backend that abandons requests in flight at the run's wall-time deadline."""
+
+    def set_deadline(self, deadline: float) -> None: ...
+
+
+_SELF_CHECKING = frozenset({"diff", "rewrite", "crossover"})  # the LLM operators run the check themselves
+
+
+def _fixed_code_checked(parent: Program, cand: Candidate) -> Candidate:
+    """The candidate, or a failed one when its EVOLVE-BLOCK changes the fixed code's meaning
+    (checked for every operator, plugins included; the LLM operators check it themselves)."""
+    if cand.code is None or cand.operator in _SELF_CHECKING or parent.language != "python":
+        return cand
+    reason = fixed_code_violation(parent.code, cand.code)
+    if reason is None:
+        return cand
+    return dataclasses.replace(cand, code=None, error=f"rejected: {reason}")
 
 
 def _default_listener(store: LineageStore, run_id: str, config: RunConfig) -> TrainingListener | None:

@@ -69,8 +69,9 @@ class RunLedger:
     def note(self, program: Program, result: EvalResult, *, new_program: bool) -> None:
         """Count one told evaluation (``new_program``: the program was stored with it)."""
         self.by_status[result.status] += 1
-        if program.operator == "seed":
-            self.seed_score = result.score
+        if program.operator == "seed":  # several seeds: the best one
+            if self.seed_score is None or (result.score is not None and result.score > self.seed_score):
+                self.seed_score = result.score
         else:
             self.evaluated += 1
             self.stored += int(new_program)

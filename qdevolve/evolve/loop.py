@@ -4,7 +4,7 @@ A job is one child plan: ask (reserve budget), breed (the operator's model call)
 each child on the executor and tell it, then the listener's ``after_job``. The loop only
 manages concurrency; every decision lives in the engine, the breeder and the ledger.
 
-Stopping: the budget is planned, a stop reason is set (duplicate streak), the wall time
+Stopping: the budget is planned, a token/cost/wall budget is spent, a stop reason is set (duplicate streak), the wall time
 passes (jobs in flight are cancelled: nothing of an untold child is stored), or a job
 raises. On a raise no new job starts, the jobs in flight finish (their children are told),
 and the first error is re-raised to :meth:`Evolution.run`, which marks the run stopped.
@@ -45,6 +45,10 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None) -> 
             ledger.stop("wall time")
             for task in pending:
                 task.cancel()
+            break
+        spent = engine.budget.exceeded()  # token / cost / wall-time budget of the config
+        if spent:
+            ledger.stop(spent)
             break
         if pending and (len(pending) >= max_pending or ledger.remaining == 0):
             done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)

@@ -13,9 +13,16 @@ OpenEvolve                                     qdevolve
 ``llm.timeout``, ``llm.retries``               ``backend.timeout_s``, ``backend.retries``
 ``llm.api_key: ${VAR}``                        ``backend.api_key_env: VAR`` (never stored)
 ``database.num_islands``, ``migration_*``      ``archive: {type: islands, ...}``
-``database.feature_dimensions/feature_bins``   the inner ``map_elites`` grid
+``database.feature_dimensions/feature_bins``   the inner ``map_elites`` grid; ``complexity`` is
+                                               the code length, ``diversity`` becomes
+                                               ``code_diversity`` (OpenEvolve's formula)
+``database.archive_size``                      bins per dimension at least
+                                               ``ceil(archive_size ** (1 / dims))`` (as OpenEvolve)
+                                               and the exploitation set of the selection rule
+``database.exploration/exploitation_ratio``    ``selection: {type: openevolve, ...}``
 ``evaluator.timeout``                          ``limits.wall_s``
-``evaluator.cascade_*``                        ``evaluator.cascade_thresholds``
+``evaluator.cascade_*``                        ``evaluator.cascade_thresholds`` (on by default,
+                                               thresholds ``[0.5, 0.75, 0.9]`` as OpenEvolve)
 ``evaluator.parallel_evaluations``             ``run.workers``
 ``prompt.system_message``                      ``prompt.system_message``
 ``prompt.num_top_programs/num_diverse``        ``inspirations.n_best/n_diverse``
@@ -24,13 +31,35 @@ OpenEvolve                                     qdevolve
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from qdevolve.errors import ConfigError
+
 __all__ = ["map_openevolve"]
 
+# OpenEvolve's defaults (openevolve/config.py, DatabaseConfig and EvaluatorConfig).
+DEFAULT_DIMENSIONS = ("complexity", "diversity")
+DEFAULT_BINS = 10
+DEFAULT_ARCHIVE_SIZE = 100
+DEFAULT_CASCADE = (0.5, 0.75, 0.9)
+# OpenEvolve built-in feature names -> qdevolve built-ins with the same definition.
+_FEATURE_NAMES = {"diversity": "code_diversity"}
 _ENV_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 _IGNORED_QUIETLY = {"log_level", "log_dir", "checkpoint_interval", "language", "file_suffix"}
+
+
+def _number(where: str, key: str, value: Any, kind: type = int) -> Any:
+    """``kind(value)`` or a :class:`ConfigError` naming the OpenEvolve key."""
+    try:
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{where}: '{key}' must be {'an integer' if kind is int else 'a number'}, "
+                          f"got {value!r}") from None
+    if kind is float and not math.isfinite(out):
+        raise ConfigError(f"{where}: '{key}' must be finite, got {value!r}")
+    return out
 
 
 def _models(llm: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,9 +84,9 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
         if key not in known_top:
             unsupported.append(key)
     if "max_iterations" in data:
-        out["run"]["iterations"] = int(data["max_iterations"])
+        out["run"]["iterations"] = _number(where, "max_iterations", data["max_iterations"])
     if data.get("random_seed") is not None:
-        out["run"]["seed"] = int(data["random_seed"])
+        out["run"]["seed"] = _number(where, "random_seed", data["random_seed"])
 
     llm = data.get("llm") or {}
     models = _models(llm)
@@ -91,13 +120,22 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
         out["mutation"].append({"type": "crossover", "weight": 0.1})
 
     db = data.get("database") or {}
-    dims = db.get("feature_dimensions")
-    inner: dict[str, Any] = {"type": "map_elites"}
-    if dims:
-        inner["feature_dimensions"] = list(dims)
-    if db.get("feature_bins") is not None:
-        inner["bins"] = db["feature_bins"]
-    n_islands = int(db.get("num_islands", 1) or 1)
+    dims = [_FEATURE_NAMES.get(str(d), str(d)) for d in (db.get("feature_dimensions") or DEFAULT_DIMENSIONS)]
+    archive_size = _number(where, "database.archive_size", db.get("archive_size", DEFAULT_ARCHIVE_SIZE))
+    inner: dict[str, Any] = {"type": "map_elites", "feature_dimensions": dims}
+    bins = db.get("feature_bins", DEFAULT_BINS)
+    if isinstance(bins, dict):
+        inner["bins"] = {_FEATURE_NAMES.get(str(k), str(k)): v for k, v in bins.items()}
+    else:
+        # OpenEvolve widens an integer grid so that it has at least archive_size cells.
+        inner["bins"] = max(_number(where, "database.feature_bins", bins),
+                            int(max(archive_size, 1) ** (1 / max(len(dims), 1)) + 0.99))
+    out["selection"] = {"type": "openevolve",
+                        "exploration_ratio": _number(where, "database.exploration_ratio", db.get("exploration_ratio", 0.2), float),
+                        "exploitation_ratio": _number(where, "database.exploitation_ratio",
+                                                      db.get("exploitation_ratio", 0.7), float),
+                        "archive_size": archive_size}
+    n_islands = _number(where, "database.num_islands", db.get("num_islands", 1) or 1)
     if n_islands > 1:
         archive: dict[str, Any] = {"type": "islands", "n_islands": n_islands, "inner": inner}
         if db.get("migration_interval") is not None:
@@ -116,17 +154,21 @@ def map_openevolve(data: dict[str, Any], *, where: str = "config") -> dict[str, 
     for k in db:
         if k not in {"feature_dimensions", "feature_bins", "num_islands", "migration_interval",
                      "migration_rate", "random_seed", "db_path", "in_memory", "log_prompts",
-                     "embedding_model", "similarity_threshold"}:
+                     "embedding_model", "similarity_threshold", "archive_size", "exploration_ratio",
+                     "exploitation_ratio"}:
             unsupported.append(f"database.{k}")
 
     ev = data.get("evaluator") or {}
     out_ev: dict[str, Any] = {}
     if ev.get("timeout") is not None:
-        out["limits"] = {"wall_s": float(ev["timeout"])}
-    if ev.get("cascade_evaluation", False) and ev.get("cascade_thresholds"):
-        out_ev["cascade_thresholds"] = [float(t) for t in ev["cascade_thresholds"]]
+        out["limits"] = {"wall_s": _number(where, "evaluator.timeout", ev["timeout"], float)}
+    if ev.get("cascade_evaluation", True):
+        # On by default, as in OpenEvolve; an evaluator without evaluate_stage1 is unaffected.
+        out_ev["cascade_thresholds"] = [float(t) for t in ev.get("cascade_thresholds") or DEFAULT_CASCADE]
+    else:
+        out_ev["cascade_evaluation"] = False
     if ev.get("parallel_evaluations") is not None:
-        out["run"]["workers"] = max(1, int(ev["parallel_evaluations"]))
+        out["run"]["workers"] = _number(where, "evaluator.parallel_evaluations", ev["parallel_evaluations"])
     for k in ev:
         if k not in {"timeout", "cascade_evaluation", "cascade_thresholds", "parallel_evaluations",
                      "enable_artifacts", "max_retries"}:

@@ -33,6 +33,10 @@ def make_limits(limits: dict[str, Any]) -> Any:
         kw = dict(limits)
         if isinstance(kw.get("env_allow"), list):
             kw["env_allow"] = tuple(kw["env_allow"])
+        if "env" in kw:  # extra environment for the evaluator: validated names and values
+            from qdevolve.evolve.validate import sandbox_env
+
+            kw["env"] = sandbox_env(kw["env"])
         return SandboxLimits(**kw)
     except TypeError as exc:
         raise ConfigError(f"limits: {exc}") from None

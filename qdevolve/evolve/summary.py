@@ -37,6 +37,8 @@ def summarize(evo: Any, elapsed: float) -> RunSummary:
     stats = dict(evo.archive.stats())
     if evo.novelty is not None:
         stats["novelty_rejected"] = evo.novelty.rejected
+    if evo.budget.tokens:
+        stats["usage"] = evo.budget.state()
     return RunSummary(run_id=evo.run_id, db=evo.store.target, evaluations=evo.store.count_evaluations(evo.run_id),
                       budget=led.budget, seed_score=led.seed_score, best_score=led.best_score,
                       best_program_id=led.best_id, by_status=dict(led.by_status), elapsed_s=elapsed, stats=stats,

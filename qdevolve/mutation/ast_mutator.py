@@ -52,7 +52,7 @@ from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.blocks import find_blocks, splice_blocks
 from qdevolve.types import Program
 
-__all__ = ["ASTMutation", "EDIT_KINDS"]
+__all__ = ["ASTMutation", "EDIT_KINDS", "python_only_message"]
 
 EDIT_KINDS: tuple[str, ...] = ("constant", "operator", "compare", "delete", "duplicate", "reorder")
 DEFAULT_WEIGHTS: dict[str, float] = {"constant": 3.0, "operator": 1.0, "compare": 1.0,
@@ -138,6 +138,13 @@ class _Site:
     apply: Callable[[np.random.Generator], str]
 
 
+def python_only_message(language: str) -> str:
+    """Why the ``ast`` mutator cannot edit a ``language`` program, and what to use instead."""
+    return (f"the 'ast' mutator edits Python programs only (it parses them with Python's ast "
+            f"module); this program is {language}: use the model operators (mutation: diff, "
+            f"rewrite, crossover) with a backend, e.g. --backend openai --model NAME --api-base URL")
+
+
 @registry.mutation("ast")
 class ASTMutation:
     """Offline syntax-tree mutations inside EVOLVE-BLOCK regions (``n_parents = 1``).
@@ -188,6 +195,10 @@ class ASTMutation:
     async def propose(self, parent: Program, context: MutationContext, backend: Any = None) -> list[Candidate]:
         """``context.n`` children of ``parent`` (failed ones have ``code=None``)."""
         rng = np.random.default_rng([int(context.rng.integers(0, 2**63 - 1)), self.seed_offset])
+        if parent.language != "python":
+            why = python_only_message(parent.language)
+            return [Candidate(code=None, operator="ast", parent_ids=(parent.id,), error=why)
+                    for _ in range(max(int(context.n), 0))]
         seen = {parent.code}
         out = []
         for _ in range(max(int(context.n), 0)):

@@ -4,7 +4,7 @@ A prompt is two messages: the *system message* (the role and the rules) and a *u
 message* rendered from a template for the edit format (``diff``, ``rewrite``,
 ``crossover``) with these placeholders:
 
-``{language}``, ``{current_program}``, ``{metrics}``, ``{fitness_score}``, ``{artifacts}``
+``{language}``, ``{language_name}``, ``{current_program}``, ``{metrics}``, ``{fitness_score}``, ``{artifacts}``
 (stderr, tracebacks and evaluator feedback of the parent's evaluation, ANSI-stripped,
 secret-looking strings redacted, each truncated to ``max_artifact_chars``, all together to
 ``max_artifact_bytes`` characters when set),
@@ -42,6 +42,14 @@ _SECRETS = [
     re.compile(r"\b(sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,}\b"),
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{12,}=*"),
 ]
+
+
+def _display_name(language: str) -> str:
+    """How prompts name ``language`` in a sentence (``"C++"`` for ``cpp``)."""
+    from qdevolve.languages import LANGUAGES
+
+    lang = LANGUAGES.get(language)
+    return lang.display if lang is not None else language
 
 
 class _Blank(dict):
@@ -93,7 +101,9 @@ def render_artifacts(result: EvalResult | None, settings: dict[str, Any]) -> str
     if result is None or not settings.get("include_artifacts", True):
         return ""
     limit = int(settings.get("max_artifact_chars", 2000))
-    items = [(k, v) for k, v in sorted(result.artifacts.items()) if str(v).strip()]
+    # ``private.*`` artifacts (ShinkaEvolve's private metrics) are stored but never shown to the model.
+    items = [(k, v) for k, v in sorted(result.artifacts.items())
+             if str(v).strip() and not k.startswith("private.")]
     items = items[: int(settings.get("max_artifacts", 8))]
     if not items and result.ok:
         return ""
@@ -176,6 +186,7 @@ def build_prompt(
     history = _inspirations(list(inspirations or []), settings, language)
     values = _Blank(
         language=language,
+        language_name=_display_name(language),
         current_program=parent.code.rstrip("\n"),
         metrics=render_metrics(parent_result),
         fitness_score=_fmt(parent_result.score) if parent_result is not None and parent_result.score is not None else "none",

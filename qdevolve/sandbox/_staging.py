@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdevolve.errors import EvaluationSetupError
+from qdevolve.languages import extension as _language_extension
 from qdevolve.sandbox import runner as _runner_mod
 from qdevolve.sandbox._proc import pid_alive
 from qdevolve.sandbox.limits import SandboxLimits, render_rlimits
@@ -37,7 +38,6 @@ __all__ = ["Staging", "RunDir", "remove_tree", "remove_stale_staging", "sandbox_
 _HERE = Path(_runner_mod.__file__).parent
 #: The trusted files staged for the sandbox (stdlib only; imported there as top-level modules).
 RUNNER_FILES = ("runner.py", "_wire.py", "_standin.py", "candidate.py", "_mountview.py", "zygote.py")
-_LANG_EXT = {"python": ".py"}
 
 
 def world_accessible(path: str | Path) -> bool:
@@ -199,7 +199,7 @@ class Staging:
         path = Path(tempfile.mkdtemp(prefix="run-", dir=parent or self.work_root))
         inner = inner_dir.format(name=path.name) if inner_dir else str(path)
         nonce = secrets.token_hex(16)
-        name = "program" + _LANG_EXT.get(program.language, ".py")
+        name = "program" + _language_extension(program.language)
         (path / name).write_text(program.code, encoding="utf-8")
         cfg = {
             "nonce": nonce,

@@ -1,7 +1,8 @@
 """Parent selection (plugin kind ``selection``) and inspiration sampling.
 
 Built-ins (each documents its formula and source): ``uniform``, ``tournament``, ``dgm``,
-``power_law``, ``novelty_weighted``, ``best_child`` (PUCT over the best child produced). A rule is any object with
+``power_law``, ``novelty_weighted``, ``best_child`` (PUCT over the best child produced),
+``openevolve`` (OpenEvolve's exploration/exploitation mixture). A rule is any object with
 ``select(candidates: Sequence[Elite], rng, n=1) -> list[Elite]``.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from qdevolve.selection.best_child import BestChildSelection
 from qdevolve.selection.inspirations import sample_inspirations
+from qdevolve.selection.openevolve_mix import OpenEvolveSelection
 from qdevolve.selection.rules import (
     DGMSelection,
     NoveltyWeightedSelection,
@@ -26,5 +28,6 @@ __all__ = [
     "PowerLawSelection",
     "NoveltyWeightedSelection",
     "BestChildSelection",
+    "OpenEvolveSelection",
     "sample_inspirations",
 ]
