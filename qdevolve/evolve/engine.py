@@ -142,8 +142,11 @@ class Evolution:
 
     def _rebuild(self) -> None:
         """Replay ``archive.add`` over the stored evaluations in order; rebuild the ledger."""
+        observer = self.plugins.selection if isinstance(self.plugins.selection, ChildObserver) else None
         for _seq, prog, res in self.store.iter_evaluated(self.run_id):
             self.archive.add(prog, res)
+            if observer is not None and prog.operator != "seed":
+                observer.observe_child(prog.parent_ids, res.score if res.ok else None)
             if res.ok and res.score is not None:
                 self.cache.remember(prog, res, self._elite_ids)
         self.ledger = RunLedger.from_store(self.store, self.run_id, self.config.iterations)
@@ -248,6 +251,8 @@ class Evolution:
             state=self._state())
         self._stored_unevaluated.discard(program.id)
         self.ledger.note(program, result, new_program=not stored_before)
+        if isinstance(self.plugins.selection, ChildObserver) and program.operator != "seed":
+            self.plugins.selection.observe_child(program.parent_ids, result.score if result.ok else None)
         if result.ok and result.score is not None:
             self.cache.remember(program, result, self._elite_ids)
         if self._reporter is not None and child is not None and child.candidate.completion is not None:
@@ -356,6 +361,13 @@ class StatefulBackend(Protocol):
     def state(self) -> dict[str, Any]: ...
 
     def restore(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class ChildObserver(Protocol):
+    """A selection rule that learns from the children it led to (``best_child``)."""
+
+    def observe_child(self, parent_ids: Any, score: float | None) -> None: ...
 
 
 @runtime_checkable

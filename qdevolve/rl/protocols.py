@@ -8,6 +8,8 @@ once by :meth:`ObjectiveHints.of` when a trainer is built (never probed mid-step
   batch-level normaliser);
 * :class:`LossTypeHint` - ``loss_type``: the token normalisation its paper uses (Dr. GRPO);
 * :class:`EpochsHint` - ``mu``: update epochs per batch it expects (LAD);
+* :class:`GroupFilter` - ``select_groups(groups)`` drops groups before the batch is built
+  (Reinforce-Rej rejects all-correct and all-wrong prompts);
 * :class:`LossOverride` - ``loss_override(logp, old_logp, advantages)`` replaces the
   clipped surrogate per token (LAD).
 
@@ -59,6 +61,13 @@ class LossOverride(Protocol):
 
 
 @runtime_checkable
+class GroupFilter(Protocol):
+    """Drops groups before the batch is built (Reinforce-Rej's all-correct/all-wrong filter)."""
+
+    def select_groups(self, groups: Sequence[RolloutGroup]) -> Sequence[RolloutGroup]: ...
+
+
+@runtime_checkable
 class ParameterObjective(Protocol):
     """A parameter-space method: ``update(model, evaluate_fn, iteration=...) -> stats``."""
 
@@ -75,6 +84,7 @@ class ObjectiveHints:
     loss_type: str | None = None
     mu: int | None = None
     loss_override: Callable[[Any, Any, Any], Any] | None = None
+    select_groups: Callable[[Sequence[RolloutGroup]], Sequence[RolloutGroup]] | None = None
 
     @classmethod
     def of(cls, objective: Objective) -> ObjectiveHints:
@@ -82,4 +92,5 @@ class ObjectiveHints:
             advantages_batch=objective.advantages_batch if isinstance(objective, BatchAdvantages) else None,
             loss_type=(objective.loss_type or None) if isinstance(objective, LossTypeHint) else None,
             mu=int(objective.mu) if isinstance(objective, EpochsHint) and objective.mu else None,
-            loss_override=objective.loss_override if isinstance(objective, LossOverride) else None)
+            loss_override=objective.loss_override if isinstance(objective, LossOverride) else None,
+            select_groups=objective.select_groups if isinstance(objective, GroupFilter) else None)

@@ -303,6 +303,12 @@ class PolicyTrainer:
         """
         t0 = time.perf_counter()
         c = self.config
+        if self.hints.select_groups is not None:  # e.g. Reinforce-Rej's group filter
+            n_before = len(groups)
+            groups = list(self.hints.select_groups(groups))
+            if not groups:  # every group rejected: no update, the step is recorded as skipped
+                return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "groups_kept": 0.0,
+                        "groups_rejected": float(n_before), "step_time_s": time.perf_counter() - t0}
         batch = self.batch(groups)
         B, mu = batch.size, self.num_iterations
         totals: dict[str, float] = defaultdict(float)
