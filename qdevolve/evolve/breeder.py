@@ -194,7 +194,7 @@ class Breeder:
         if cand.code is None:
             meta.update(failed_mutation=True, reason=cand.error)
         program = Program(code=cand.code if cand.code is not None else "", run_id=self.run_id,
-                          parent_ids=tuple(dict.fromkeys(cand.parent_ids)) or (parent.id,),
+                          language=parent.language, parent_ids=tuple(dict.fromkeys(cand.parent_ids)) or (parent.id,),
                           generation=1 + max(gens), island=ctx.island, operator=cand.operator or plan.operator_name,
                           prompt_hash=cand.prompt_hash,
                           policy_version=None if comp is None else comp.policy_version, metadata=meta)

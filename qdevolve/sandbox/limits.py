@@ -231,7 +231,8 @@ def render_bwrap_argv(
     # evaluator reads nor fill the host's disk
     work = f"{SANDBOX_ROOT}/work"
     argv += ["--size", str(int(limits.work_mb) * _MIB), "--tmpfs", work]
-    for name in ("program.py", ".qdevolve-run"):
+    programs = sorted(n for n in os.listdir(workdir) if n.startswith("program.")) or ["program.py"]
+    for name in (*programs, ".qdevolve-run"):  # program.<ext> of the program's language
         argv += ["--ro-bind", f"{workdir}/{name}", f"{work}/{name}"]
     argv += [
         "--proc", "/proc", "--dev", "/dev",

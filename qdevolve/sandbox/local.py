@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 
 from qdevolve import registry
+from qdevolve.languages import extension as language_extension
 from qdevolve.sandbox._process import ProcessSandbox
 from qdevolve.sandbox._warm import Zygote
 from qdevolve.sandbox.bwrap import library_paths
@@ -138,7 +139,7 @@ class LocalSandbox(ProcessSandbox):
             nonce = secrets.token_hex(16)
             job = {
                 "program_source": program.code.encode("utf-8", "surrogateescape"),
-                "program_name": "program.py", "evaluator": None if ev is None else str(ev),
+                "program_name": "program" + language_extension(program.language), "evaluator": None if ev is None else str(ev),
                 "cascade": None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
                 "rlimits": render_rlimits(limits), "cpu_s": float(limits.cpu_s),
                 "call_s": float(limits.call_s or limits.wall_s),
