@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,20 @@ CACHE_KIB = 131072  # per-connection page cache: keeps the random-key indexes ho
 WAL_CHECKPOINT_PAGES = 16384  # checkpoint every ~64 MiB of WAL: fewer, larger fsyncs
 
 
+def read_only_file(path: Path) -> bool:
+    """True when ``path`` or its directory cannot be written (a read-only mount or copy)."""
+    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
 def sqlite_engine(path: Path) -> Engine:
-    """A pooled engine on ``path``: WAL, ``synchronous=NORMAL``, foreign keys, busy timeout."""
+    """A pooled engine on ``path``: WAL, ``synchronous=NORMAL``, foreign keys, busy timeout.
+
+    A file that cannot be written (read-only mount, read-only copy) is opened read-only and
+    immutable, so ``runs list``, ``lineage`` and ``archive`` still read it."""
+    readonly = read_only_file(path)
+    url = f"sqlite:///file:{path}?mode=ro&immutable=1&uri=true" if readonly else f"sqlite:///{path}"
     engine = create_engine(
-        f"sqlite:///{path}",
+        url,
         poolclass=QueuePool,
         pool_size=4,
         max_overflow=8,
@@ -34,6 +45,9 @@ def sqlite_engine(path: Path) -> Engine:
     def _on_connect(dbapi_con: Any, _rec: Any) -> None:
         dbapi_con.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
         cur = dbapi_con.cursor()
+        if readonly:
+            cur.close()
+            return
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")

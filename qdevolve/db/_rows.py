@@ -19,7 +19,7 @@ from qdevolve.db import schema as S
 from qdevolve.db._codec import dumps, finite_or_none, loads, text
 from qdevolve.db.records import EdgeRecord, EvaluationRecord, as_edge, as_evaluation
 from qdevolve.errors import DatabaseError
-from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout
+from qdevolve.types import STATUSES, ArchiveEvent, EvalResult, Program, Rollout
 
 __all__ = ["Mapper", "PROGRAM", "EDGE", "EVALUATION", "EVENT", "ROLLOUT", "STATE", "program_from_row",
            "result_from_row", "event_from_row", "rollout_from_row", "RESULT_COLUMNS"]
@@ -128,9 +128,19 @@ def program_from_row(row: Any, parents: Sequence[str] = ()) -> Program:
                    code_hash=row.code_hash, metadata=loads(row.metadata, {}))
 
 
+def known_status(status: Any, error: str | None) -> tuple[str, str | None]:
+    """A stored status this version does not know (a newer writer, a tampered file) reads as
+    ``invalid`` with the stored value in the error, so every view keeps working."""
+    if status in STATUSES:
+        return status, error
+    note = f"unknown stored status {str(status)[:40]!r}"
+    return "invalid", note if not error else f"{note}: {error}"
+
+
 def result_from_row(row: Any) -> EvalResult:
-    return EvalResult(status=row.status, score=row.score, metrics=loads(row.metrics, {}), tests=loads(row.tests),
-                      features=loads(row.features, {}), artifacts=loads(row.artifacts, {}), error=row.error,
+    status, error = known_status(row.status, row.error)
+    return EvalResult(status=status, score=row.score, metrics=loads(row.metrics, {}), tests=loads(row.tests),
+                      features=loads(row.features, {}), artifacts=loads(row.artifacts, {}), error=error,
                       runtime_s=row.runtime_s, peak_memory_mb=row.peak_memory_mb)
 
 

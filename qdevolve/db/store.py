@@ -67,6 +67,9 @@ class LineageStore:
         else:
             with self._connect() as c:
                 old = _engine.schema_version(c) < S.SCHEMA_VERSION
+            if old and self.path is not None and _engine.read_only_file(self.path):
+                raise DatabaseError(f"{self.name}: read-only database of an older schema; copy it somewhere "
+                                    f"writable once so qdevolve can upgrade it")
             if old:
                 with self._begin() as c:
                     _engine.migrate(c)

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from sqlalchemy import bindparam, text
 
+from qdevolve.db._rows import known_status
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
@@ -316,7 +317,8 @@ def replay_stream(store: LineageStore, run_id: str, *,
             prog = Program(id=r[2], run_id=r[3], code=codes.get(r[2], ""), code_hash=r[5],
                            generation=r[6], island=r[7], operator=r[8], policy_version=r[9],
                            created_at=r[10], parent_ids=tuple(parents.get(r[2], ())))
-            yield r[1], prog, EvalResult(status=r[11], score=r[12], features=f)
+            status, error = known_status(r[11], None)
+            yield r[1], prog, EvalResult(status=status, score=r[12], features=f, error=error)
         after = rows[-1][0]
     unevaluated = text(
         "SELECT p.seq, p.id, p.run_id FROM programs p WHERE p.run_id = :r AND p.seq > :after "
