@@ -306,6 +306,11 @@ class Evolution:
         except RunAborted as exc:
             self.ledger.stop(str(exc))
             raise
+        except Exception as exc:  # a plugin raised mid-run: the run is marked failed, resumable
+            status = "failed"
+            self.ledger.stop(f"{type(exc).__name__}: {exc}")
+            raise RunAborted(f"{self.store.name}: run {self.run_id[:12]} failed: {type(exc).__name__}: "
+                             f"{str(exc)[:300]}; fix the cause, then 'qdevolve resume --db {self.store.name}'") from exc
         finally:
             self._tick = lambda: None
             self.store.update_run(self.run_id, status=status)
