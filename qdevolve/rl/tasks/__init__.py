@@ -2,7 +2,8 @@
 
 ``get_task(name, **kwargs)`` builds one by name: ``bandit`` (experiment 1),
 ``multi_answer`` (experiment 2) and ``expr_dsl`` (experiment 3) of
-``research/diversity-rl.md`` §10.
+``research/diversity-rl.md`` §10, and ``expr_edit`` (parent -> child edits of expr_dsl
+expressions: the joined loop's mutation policy).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from qdevolve.errors import ConfigError
 from qdevolve.rl.tasks.bandit import BanditTask, TabularPolicy
 from qdevolve.rl.tasks.base import Task, Verdict
 from qdevolve.rl.tasks.expr_dsl import ExprDSLTask
+from qdevolve.rl.tasks.expr_edit import ExprEditTask
 from qdevolve.rl.tasks.multi_answer import MultiAnswerTask
 
 __all__ = ["Task", "Verdict", "BanditTask", "TabularPolicy", "MultiAnswerTask", "ExprDSLTask",
-           "TASKS", "get_task"]
+           "ExprEditTask", "TASKS", "get_task"]
 
-TASKS: dict[str, type] = {"bandit": BanditTask, "multi_answer": MultiAnswerTask, "expr_dsl": ExprDSLTask}
+TASKS: dict[str, type] = {"bandit": BanditTask, "multi_answer": MultiAnswerTask, "expr_dsl": ExprDSLTask,
+                         "expr_edit": ExprEditTask}
 
 
 def get_task(name: str, **kwargs: Any) -> Task:
