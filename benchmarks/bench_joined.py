@@ -249,15 +249,29 @@ def measure(db: Path, budget: int) -> dict[str, Any]:
                 curves[key].append(float(value))
     # pass@1 per policy version: the share of that version's samples whose child was correct
     per_version: dict[int, list[float]] = {}
+    groups: dict[str, list[Any]] = {}
     for _seq, ro in store.rollouts(run_id):
         per_version.setdefault(int(ro.policy_version or 0), []).append(1.0 if ro.program_id in correct_ids else 0.0)
+        groups.setdefault(ro.group_id or ro.id, []).append(ro)
+    # why an objective may act like another: texts that never repeat in a group give IPS
+    # counts of 1 (IPS = GRPO); groups with one reward value carry no advantage at all
+    sizes = [len(g) for g in groups.values()]
+    diagnostics = {
+        "groups": len(groups), "mean_group_size": statistics.fmean(sizes) if sizes else 0.0,
+        "all_texts_distinct": statistics.fmean(
+            float(len({r.completion.strip() for r in g}) == len(g)) for g in groups.values()) if groups else 0.0,
+        "no_reward_spread": statistics.fmean(
+            float(len({r.reward for r in g}) == 1) for g in groups.values()) if groups else 0.0,
+        "any_correct": statistics.fmean(
+            float(any(r.program_id in correct_ids for r in g)) for g in groups.values()) if groups else 0.0,
+    }
     versions = store.policy_versions(run_id)
     steps = [float(v["metrics"].get("step_seconds")) for v in versions
              if isinstance(v.get("metrics"), dict) and v["metrics"].get("step_seconds") is not None]
     store.close()
     return {"checkpoints": checkpoints, "curves": curves, "evaluations": n,
             "pass1": {str(v): statistics.fmean(xs) for v, xs in sorted(per_version.items())},
-            "step_seconds": steps}
+            "step_seconds": steps, "diagnostics": diagnostics}
 
 
 # -- the base as a mutation operator -------------------------------------------------------
@@ -328,6 +342,7 @@ def main() -> None:
     ap.add_argument("--sandbox", default="expr_inprocess", help="expr_inprocess (default), local, bwrap, ...")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     ap.add_argument("--out", default=str(RESULTS / "joined.md"))
+    ap.add_argument("--keep", default=None, help="keep the run databases in this directory")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
@@ -358,7 +373,9 @@ def main() -> None:
               f"correct {row['correct']:.2f} distinct {row['distinct']}", flush=True)
     t0 = time.time()
     with tempfile.TemporaryDirectory() as d:
-        plans = [plan_run(arm, seed, args, bases[seed], Path(d)) for seed in seeds for arm in arms]
+        where = Path(args.keep) if args.keep else Path(d)
+        where.mkdir(parents=True, exist_ok=True)
+        plans = [plan_run(arm, seed, args, bases[seed], where) for seed in seeds for arm in arms]
         runs = run_all(plans, max(1, args.jobs))
     total = time.time() - t0
     report = {"args": vars(args), "seeds": seeds, "arms": arms, "skipped": skipped, "runs": runs,
@@ -423,6 +440,18 @@ def render(report: dict[str, Any]) -> str:
             f"{statistics.fmean(r['evaluations'] / r['wall_s'] for r in rs):.1f}"]) + " |")
     for arm, why in report["skipped"].items():
         lines.append(f"| {arm} | skipped: {why} |" + " |" * (len(head) - 2))
+    lines += ["", "Training signal per arm (means over runs): groups, mean stored children per group (copies of a "
+              "stored program are not stored), share of groups whose completion texts are all distinct (IPS counts "
+              "of 1: IPS = GRPO), share with no reward spread (zero advantage), share holding a correct child:", "",
+              "| arm | groups | children per group | all texts distinct | no reward spread | any correct |",
+              "|---|---|---|---|---|---|"]
+    for arm, rs in by_arm.items():
+        dg = [r["diagnostics"] for r in rs]
+        lines.append(f"| {arm} | {statistics.fmean(x['groups'] for x in dg):.0f} | "
+                     f"{statistics.fmean(x['mean_group_size'] for x in dg):.2f} | "
+                     f"{statistics.fmean(x['all_texts_distinct'] for x in dg):.2f} | "
+                     f"{statistics.fmean(x['no_reward_spread'] for x in dg):.2f} | "
+                     f"{statistics.fmean(x['any_correct'] for x in dg):.2f} |")
     # the claim under test
     lines += ["", "Claim under test: each diversity-preserving arm (" + ", ".join(DIVERSITY_ARMS) +
               ") ends with >= 1.3x GRPO's correct cells and >= the frozen base's.", ""]
