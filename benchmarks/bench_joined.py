@@ -134,7 +134,8 @@ def run_config(arm: str, args: argparse.Namespace, policy_dir: Path) -> dict[str
     train = config["train"]
     objective = ARMS[arm]
     train.update(policy=str(policy_dir), every=10**9 if objective is None else args.every,
-                 objective=dict(objective or {"type": "grpo"}), trainer={"learning_rate": args.lr})
+                 objective=dict(objective or {"type": "grpo"}), trainer={"learning_rate": args.lr},
+                 reward=args.reward)
     return config
 
 
@@ -313,7 +314,7 @@ def operator_check(policy_dir: Path, samples: int = 64) -> dict[str, Any]:
 
 
 # -- main -----------------------------------------------------------------------------------
-def available(arm: str) -> str | None:
+def available(arm: str, reward: str = "score") -> str | None:
     """``None`` when the joined loop can run ``arm`` here, else the reason it cannot."""
     obj = ARMS[arm]
     if obj is None:
@@ -324,7 +325,18 @@ def available(arm: str) -> str | None:
         registry.objective.get(obj["type"])
     except Exception as exc:  # noqa: BLE001 - any lookup failure means "not on this install"
         return f"objective '{obj['type']}' is not registered here ({type(exc).__name__})"
+    if obj["type"] == "passk" and reward != "binary":
+        return (f"'passk' needs binary rewards; the arms share one reward (--reward {reward}; this joined loop "
+                f"offers train.reward: {', '.join(_joined_rewards())})")
     return None
+
+
+def _joined_rewards() -> tuple[str, ...]:
+    try:
+        from qdevolve.evolve.joined import REWARDS
+    except ImportError:
+        return ()
+    return tuple(REWARDS)
 
 
 def main() -> None:
@@ -335,6 +347,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--group", type=int, default=8, help="children per parent prompt (the RL group)")
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--reward", default="score", help="train.reward of every arm (score, tests, binary where offered)")
     ap.add_argument("--bases", choices=("per-seed", "shared"), default="per-seed",
                     help="one pre-trained base per seed (cached), or seed 0's base for every seed")
     ap.add_argument("--sft-steps", type=int, default=None,
@@ -353,7 +366,9 @@ def main() -> None:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise SystemExit(f"--arms: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
-    skipped = {a: why for a in arms if (why := available(a)) is not None}
+    if args.reward not in _joined_rewards():
+        raise SystemExit(f"--reward {args.reward}: this joined loop offers {', '.join(_joined_rewards())}")
+    skipped = {a: why for a in arms if (why := available(a, args.reward)) is not None}
     arms = [a for a in arms if a not in skipped]
 
     import torch
@@ -410,7 +425,7 @@ def render(report: dict[str, Any]) -> str:
         by_arm.setdefault(r["arm"], []).append(r)
     seeds = ",".join(str(s) for s in report["seeds"])
     cmd = (f"python benchmarks/bench_joined.py --budget {args['budget']} --seeds {seeds} --every {args['every']} "
-           f"--lr {args['lr']} --group {args['group']} --bases {args['bases']} --sandbox {args['sandbox']}"
+           f"--lr {args['lr']} --group {args['group']} --reward {args.get('reward', 'score')} --bases {args['bases']} --sandbox {args['sandbox']}"
            + ("" if args.get("sft_steps") is None else f" --sft-steps {args['sft_steps']}"))
     lines = [f"Command: `{cmd}` ({report['date']}; `uptime` at the end: {report['uptime']}).", "",
              f"Wall time {report['wall_s']:.0f} s for {len(ok)} runs (+{report['base_build_s']:.0f} s building "
