@@ -420,6 +420,9 @@ def render(report: dict[str, Any]) -> str:
     """Markdown tables of a report (means ± standard deviation over seeds)."""
     args = report["args"]
     ok = [r for r in report["runs"] if "error" not in r]
+    for r in ok:  # a run stopped early (duplicate streak) keeps its final archive at later checkpoints
+        for key, values in r["curves"].items():
+            r["curves"][key] = values + [values[-1]] * (len(r["checkpoints"]) - len(values))
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in ok:
         by_arm.setdefault(r["arm"], []).append(r)
@@ -438,7 +441,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join([arm] + [_ms([r["curves"]["top50"][i] for r in rs], 3)
                                                  for i in range(len(checkpoints))]) + " |")
     head = ("arm", *[f"correct cells @{c}" for c in checkpoints], "distinct correct", "semantic classes", "best",
-            "pass@1 first → last version", "versions", "trainer step s", "evals/s")
+            "pass@1 first → last version", "trainer steps", "evaluations done", "trainer step s", "evals/s")
     lines += ["", "Archive cells holding a correct program against evaluations, and the end state:", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, rs in by_arm.items():
@@ -450,7 +453,8 @@ def render(report: dict[str, Any]) -> str:
             arm, *cells, _ms([r["curves"]["distinct_correct"][-1] for r in rs]),
             _ms([r["curves"]["semantic_classes"][-1] for r in rs]), _ms([r["curves"]["best"][-1] for r in rs], 2),
             f"{statistics.fmean(first):.3f} → {statistics.fmean(last):.3f}",
-            f"{statistics.fmean(len(r['pass1']) for r in rs):.0f}",
+            f"{statistics.fmean(len(r['step_seconds']) for r in rs):.0f}",
+            ", ".join(str(r["evaluations"]) for r in rs),
             f"{statistics.fmean(steps):.2f}" if steps else "–",
             f"{statistics.fmean(r['evaluations'] / r['wall_s'] for r in rs):.1f}"]) + " |")
     for arm, why in report["skipped"].items():
