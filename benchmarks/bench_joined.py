@@ -242,12 +242,9 @@ def measure(db: Path, budget: int) -> dict[str, Any]:
             if sem is not None:
                 classes.add(sem)
         if n in checkpoints:
-            top = sorted(scores, reverse=True)[:50]
-            cells = sum(1 for e in archive.elites() if e.program_id in correct_ids)
-            for key, value in (("top50", statistics.fmean(top)), ("correct_cells", cells),
-                               ("distinct_correct", len(correct)), ("semantic_classes", len(classes)),
-                               ("best", max(scores))):
-                curves[key].append(float(value))
+            _snapshot(curves, archive, scores, correct_ids, correct, classes)
+    while len(curves["top50"]) < len(checkpoints):  # stopped early: its final archive stands
+        _snapshot(curves, archive, scores, correct_ids, correct, classes)
     # pass@1 per policy version: the share of that version's samples whose child was correct
     per_version: dict[int, list[float]] = {}
     groups: dict[str, list[Any]] = {}
@@ -273,6 +270,16 @@ def measure(db: Path, budget: int) -> dict[str, Any]:
     return {"checkpoints": checkpoints, "curves": curves, "evaluations": n,
             "pass1": {str(v): statistics.fmean(xs) for v, xs in sorted(per_version.items())},
             "step_seconds": steps, "diagnostics": diagnostics}
+
+
+def _snapshot(curves: dict[str, list[float]], archive: Any, scores: list[float], correct_ids: set[str],
+              correct: set[str], classes: set[tuple[int, ...]]) -> None:
+    top = sorted(scores, reverse=True)[:50]
+    cells = sum(1 for e in archive.elites() if e.program_id in correct_ids)
+    for key, value in (("top50", statistics.fmean(top) if top else 0.0), ("correct_cells", cells),
+                       ("distinct_correct", len(correct)), ("semantic_classes", len(classes)),
+                       ("best", max(scores, default=0.0))):
+        curves[key].append(float(value))
 
 
 # -- the base as a mutation operator -------------------------------------------------------
