@@ -177,9 +177,11 @@ def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
     """Spread the plans round-robin over ``jobs`` worker processes; measure each finished run."""
     shares = [plans[i::jobs] for i in range(jobs) if plans[i::jobs]]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # stderr goes to a file: a pipe nobody reads until the end fills up and blocks the worker
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in shares]
     procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(share)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for share in shares]
+                              stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+             for share, log in zip(shares, logs, strict=True)]
     by_key = {(p["arm"], p["seed"]): p for p in plans}
     runs: list[dict[str, Any]] = []
 
@@ -204,9 +206,12 @@ def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
 
     with ThreadPoolExecutor(max_workers=len(procs)) as pool:
         list(pool.map(collect, procs))
-    for proc in procs:
-        err = proc.stderr.read() if proc.stderr else ""
-        if proc.wait() != 0:
+    for proc, log in zip(procs, logs, strict=True):
+        code = proc.wait()
+        log.seek(0)
+        err = log.read()
+        log.close()
+        if code != 0:
             raise SystemExit(f"a benchmark worker failed:\n{err[-3000:]}")
     order = {(p["arm"], p["seed"]): i for i, p in enumerate(plans)}
     return sorted(runs, key=lambda r: order[(r["arm"], r["seed"])])
