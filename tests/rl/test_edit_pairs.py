@@ -9,7 +9,13 @@ import pytest
 
 from qdevolve.rl.tasks import get_task
 from qdevolve.rl.tasks.expr_dsl import MAX_LEN, parse
-from qdevolve.rl.tasks.expr_edit import ExprEditTask, edit_expression, edit_prompt, parse_edit_prompt, pass_bits
+from qdevolve.rl.tasks.expr_edit import (
+    ExprEditTask,
+    edit_expression,
+    edit_prompt,
+    parse_edit_prompt,
+    pass_bits,
+)
 
 TARGET = [(0, 1), (1, 4), (2, 7), (3, 10), (5, 16)]  # 3x + 1
 
