@@ -34,8 +34,19 @@ from __future__ import annotations
 import numpy as np
 
 from qdevolve.rl.tasks.base import Verdict
-from qdevolve.rl.tasks.expr_dsl import (MAX_LEN, DSLError, Node, _eval, _render, evaluate, expression_pool,
-                                        parse, random_expression, semantic_key, strategy_key)
+from qdevolve.rl.tasks.expr_dsl import (
+    MAX_LEN,
+    DSLError,
+    Node,
+    _eval,
+    _render,
+    evaluate,
+    expression_pool,
+    parse,
+    random_expression,
+    semantic_key,
+    strategy_key,
+)
 
 __all__ = ["ExprEditTask", "edit_prompt", "parse_edit_prompt", "edit_expression", "pass_bits",
            "EDIT_KINDS"]
