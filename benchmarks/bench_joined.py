@@ -1,142 +1,515 @@
-"""The joined system on ``examples/expr_evolution``: does training the mutation policy with a
-diversity-preserving objective keep the archive filling?
+"""The joined system on ``examples/expr_evolution``: does the training objective of the
+mutation policy change how many *differently shaped* correct programs the archive keeps?
 
-Same evaluation budget and seeds for every arm: the frozen base policy (no trainer steps),
-and the policy trained while evolving with ``grpo``, ``ips``, ``rare`` and ``vpo``. For
-each run the archive is replayed from the lineage database and, against evaluations, we
-record the best score, QD-score, coverage and the number of distinct correct programs
-(normalised code with every visible test passing). Writes a table, a PNG plot and
-``benchmarks/results/joined.md``.
+The policy is the ``policy`` operator over the tiny ``expr_edit`` model (pre-trained on
+parent -> child edit pairs, cached under ``~/.cache/qdevolve/tiny``): every prompt holds the
+parent's expression and its pass bits, and 8 children of the same parent form one RL group.
+Every arm spends the same budget of evaluated children (compute-matched: the frozen base
+samples as many children as the trained arms), a trainer step every ``--every`` evaluations
+at learning rate ``--lr``, the same seeds and the same base per seed. Arms: the frozen base
+(no trainer step) and one arm per objective (``grpo``, ``ips``, ``rare``, ``vpo``,
+``passk``, ``es``, ``entropic``); an arm the joined loop cannot run on this install (``es`` is
+a parameter-space method the loop refuses; ``entropic`` until its plugin is registered) is
+reported as skipped with the reason.
 
-    python benchmarks/bench_joined.py [--budget 192] [--seeds 0,1,2] [--every 32]
+Each run goes through the ``qdevolve run`` command (called in ``--jobs`` worker processes, so
+torch is imported once per worker), the real engine, store, backend and trainer. Evaluation
+uses the example's own scoring functions in-process (the ``expr_inprocess`` sandbox
+registered by this file): the child's ``EXPR`` string is read from
+its code with a regular expression and walked by the evaluator's AST whitelist, never executed.
+It replaces the subprocess sandbox only to fit the budget (``--sandbox local`` runs the
+example's evaluator in the real sandbox instead, about 10x slower).
+
+Measured per run, against evaluations (replayed from the lineage database): the mean score of
+the top 50 programs (EvoTune's measure), archive cells holding a correct program, distinct
+correct programs (normalised expression text) and semantic classes (outputs on x = -4..11),
+best score; pass@1 of each policy version (the share of its samples that were correct);
+trainer step seconds and evaluations per second. Also a check of the base as a mutation
+operator: for fixed parents, the share of valid children, of children equal to the parent,
+and how much the proposal distribution moves with the parent.
+
+    python benchmarks/bench_joined.py                                  # default budget
+    python benchmarks/bench_joined.py --budget 2000 --seeds 0,1,2,3,4  # the full table
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import math
+import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+from qdevolve import registry
+from qdevolve.types import EvalResult, Program
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "expr_evolution"
-ARMS = {
-    "frozen base": ["--train-objective", "grpo", "--train-every", "1000000"],
-    "grpo": ["--train-objective", "grpo"],
-    "ips": ["--train-objective", "ips"],
-    "rare": ["--train-objective", "rare", "--objective-arg", "alpha=1.0"],
-    "vpo": ["--train-objective", "vpo", "--objective-arg", "m=1"],
+RESULTS = ROOT / "benchmarks" / "results"
+PROBES = tuple(range(-4, 12))
+ARMS: dict[str, dict[str, Any] | None] = {
+    "frozen base": None,
+    "grpo": {"type": "grpo"},
+    "ips": {"type": "ips"},
+    "rare": {"type": "rare", "alpha": 1.0},
+    "vpo": {"type": "vpo", "m": 1},
+    "passk": {"type": "passk", "k": 4},
+    "es": {"type": "es"},
+    "entropic": {"type": "entropic"},
 }
+DIVERSITY_ARMS = ("ips", "rare")
+_EXPR = re.compile(r'EXPR = "([^"\n]*)"')
+_EVALUATOR = None
 
 
-def curves(db: Path, every: int = 16) -> dict[str, list[float]]:
-    """Replay the run's archive and sample best / QD-score / coverage / distinct correct."""
-    from qdevolve import registry
+def _evaluator() -> Any:
+    """The example's evaluator module (trusted code: its scoring functions are pure)."""
+    global _EVALUATOR
+    if _EVALUATOR is None:
+        spec = importlib.util.spec_from_file_location("expr_evolution_evaluator", EXAMPLE / "evaluator.py")
+        _EVALUATOR = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_EVALUATOR)
+    return _EVALUATOR
+
+
+def expr_of(code: str) -> str | None:
+    m = _EXPR.search(code)
+    return m.group(1).replace(" ", "") if m else None
+
+
+def outputs(expr: str, xs: tuple[int, ...] = PROBES) -> tuple[int, ...] | None:
+    """The expression's values on ``xs`` through the evaluator's whitelist, or ``None``."""
+    ev = _evaluator()
+    try:
+        tree = ev.compile_expression(expr)
+        return tuple(ev._value(tree, x) for x in xs)
+    except ev.BadExpression:
+        return None
+
+
+@registry.sandbox("expr_inprocess")
+class ExprInProcessSandbox:
+    """Scores ``EXPR`` with the example's evaluator rules without running the program."""
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def evaluate(self, program: Program, evaluator: Any = None, limits: Any = None, *,
+                 cascade_thresholds: Any = None) -> EvalResult:
+        ev = _evaluator()
+        text = expr_of(program.code)
+        if text is None:
+            return EvalResult(status="invalid", error="no EXPR = \"...\" line")
+        visible = [x for x, _ in ev.VISIBLE]
+        got = outputs(text, tuple(visible))
+        feats = {"length": float(min(len(text), ev.MAX_LEN)),
+                 "multiplications": 0.0 if got is None else float(text.count("*"))}
+        if got is None:
+            return EvalResult(score=0.0, tests=[0.0] * len(visible), features=feats,
+                              artifacts={"error": f"{text!r} is not a DSL expression"})
+        tests = [1.0 if g == y else 0.0 for g, (_, y) in zip(got, ev.VISIBLE, strict=True)]
+        return EvalResult(score=sum(tests) / len(tests), tests=tests, features=feats,
+                          artifacts={"expression": text})
+
+    def close(self) -> None:
+        pass
+
+
+# -- one run -----------------------------------------------------------------------------
+def run_config(arm: str, args: argparse.Namespace, policy_dir: Path) -> dict[str, Any]:
+    import yaml
+
+    config = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
+    config["run"].update(workers=1, children_per_parent=args.group)
+    train = config["train"]
+    objective = ARMS[arm]
+    train.update(policy=str(policy_dir), every=10**9 if objective is None else args.every,
+                 objective=dict(objective or {"type": "grpo"}), trainer={"learning_rate": args.lr},
+                 reward=args.reward)
+    return config
+
+
+def plan_run(arm: str, seed: int, args: argparse.Namespace, policy_dir: Path, tmp: Path) -> dict[str, Any]:
+    """Write one run's config; return what a worker needs to run it."""
+    import yaml
+
+    name = f"{arm.replace(' ', '_')}-{seed}"
+    cfg_path, db = tmp / f"{name}.yaml", tmp / f"{name}.sqlite"
+    cfg_path.write_text(yaml.safe_dump(run_config(arm, args, policy_dir)))
+    argv = [str(EXAMPLE), "--config", str(cfg_path), "--db", str(db), "--iterations", str(args.budget),
+            "--seed", str(seed), "--sandbox", args.sandbox, "--no-progress"]
+    return {"arm": arm, "seed": seed, "db": str(db), "argv": argv, "budget": args.budget}
+
+
+def worker(plans: list[dict[str, Any]]) -> None:
+    """Run ``qdevolve run`` in this process for each plan (one import of torch for all)."""
+    import contextlib
+    import io
+
+    import torch
+
+    from qdevolve.cli.evolve import run as run_command
+
+    torch.set_num_threads(1)
+    for plan in plans:
+        t0 = time.time()
+        error = None
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                run_command.main(args=plan["argv"], standalone_mode=False)
+        except Exception as exc:  # noqa: BLE001 - reported per run, the other runs go on
+            error = f"{type(exc).__name__}: {exc}"
+        print(json.dumps({"arm": plan["arm"], "seed": plan["seed"], "wall_s": time.time() - t0, "error": error}),
+              flush=True)
+
+
+def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
+    """Spread the plans round-robin over ``jobs`` worker processes; measure each finished run."""
+    shares = [plans[i::jobs] for i in range(jobs) if plans[i::jobs]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # stderr goes to a file: a pipe nobody reads until the end fills up and blocks the worker
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in shares]
+    procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(share)],
+                              stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+             for share, log in zip(shares, logs, strict=True)]
+    by_key = {(p["arm"], p["seed"]): p for p in plans}
+    runs: list[dict[str, Any]] = []
+
+    def collect(proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            done = json.loads(line)
+            plan = by_key[(done["arm"], done["seed"])]
+            if done["error"]:
+                runs.append({"arm": done["arm"], "seed": done["seed"], "error": done["error"]})
+                print(f"{done['arm']:12s} seed {done['seed']}: FAILED {done['error']}", flush=True)
+                continue
+            r = measure(Path(plan["db"]), plan["budget"])
+            r.update(arm=done["arm"], seed=done["seed"], wall_s=done["wall_s"])
+            runs.append(r)
+            c = r["curves"]
+            print(f"{r['arm']:12s} seed {r['seed']}: top50 {c['top50'][-1]:.3f} correct cells "
+                  f"{c['correct_cells'][-1]:.0f} distinct correct {c['distinct_correct'][-1]:.0f} classes "
+                  f"{c['semantic_classes'][-1]:.0f} best {c['best'][-1]:.2f} ({r['wall_s']:.0f} s)", flush=True)
+
+    with ThreadPoolExecutor(max_workers=len(procs)) as pool:
+        list(pool.map(collect, procs))
+    for proc, log in zip(procs, logs, strict=True):
+        code = proc.wait()
+        log.seek(0)
+        err = log.read()
+        log.close()
+        if code != 0:
+            raise SystemExit(f"a benchmark worker failed:\n{err[-3000:]}")
+    order = {(p["arm"], p["seed"]): i for i, p in enumerate(plans)}
+    return sorted(runs, key=lambda r: order[(r["arm"], r["seed"])])
+
+
+def measure(db: Path, budget: int) -> dict[str, Any]:
+    """Replay the run's archive from the store; sample the curves at the checkpoints."""
     from qdevolve.db import open_store
 
     store = open_store(db)
     run_id = store.latest_run_id()
     archive = registry.archive.create(store.get_run(run_id)["config"]["archive"])
-    out: dict[str, list[float]] = {"evaluations": [], "best": [], "qd_score": [], "coverage": [], "distinct_correct": []}
+    checkpoints = [round(budget * f) for f in (0.25, 0.5, 0.75, 1.0)]
+    curves: dict[str, list[float]] = {k: [] for k in ("top50", "correct_cells", "distinct_correct",
+                                                      "semantic_classes", "best")}
+    scores: list[float] = []
     correct: set[str] = set()
-    best = float("-inf")
+    classes: set[tuple[int, ...]] = set()
+    correct_ids: set[str] = set()
     n = 0
     for _seq, prog, res in store.iter_evaluated(run_id):
         archive.add(prog, res)
+        if prog.operator == "seed":
+            continue
         n += 1
-        if res.ok and res.score is not None:
-            best = max(best, res.score)
-            if res.score >= 1.0 and prog.operator != "seed":
-                correct.add(prog.code_hash)
-        if n % every == 0:
-            st = archive.stats()
-            out["evaluations"].append(n)
-            out["best"].append(best)
-            out["qd_score"].append(float(st.get("qd_score") or 0.0))
-            out["coverage"].append(float(st.get("coverage") or 0.0))
-            out["distinct_correct"].append(float(len(correct)))
+        score = res.score if res.ok and res.score is not None else 0.0
+        scores.append(score)
+        if score >= 1.0:
+            correct_ids.add(prog.id)
+            text = expr_of(prog.code) or ""
+            correct.add(text)
+            sem = outputs(text)
+            if sem is not None:
+                classes.add(sem)
+        if n in checkpoints:
+            _snapshot(curves, archive, scores, correct_ids, correct, classes)
+    while len(curves["top50"]) < len(checkpoints):  # stopped early: its final archive stands
+        _snapshot(curves, archive, scores, correct_ids, correct, classes)
+    # pass@1 per policy version: the share of that version's samples whose child was correct
+    per_version: dict[int, list[float]] = {}
+    groups: dict[str, list[Any]] = {}
+    for _seq, ro in store.rollouts(run_id):
+        per_version.setdefault(int(ro.policy_version or 0), []).append(1.0 if ro.program_id in correct_ids else 0.0)
+        groups.setdefault(ro.group_id or ro.id, []).append(ro)
+    # why an objective may act like another: texts that never repeat in a group give IPS
+    # counts of 1 (IPS = GRPO); groups with one reward value carry no advantage at all
+    sizes = [len(g) for g in groups.values()]
+    diagnostics = {
+        "groups": len(groups), "mean_group_size": statistics.fmean(sizes) if sizes else 0.0,
+        "all_texts_distinct": statistics.fmean(
+            float(len({r.completion.strip() for r in g}) == len(g)) for g in groups.values()) if groups else 0.0,
+        "no_reward_spread": statistics.fmean(
+            float(len({r.reward for r in g}) == 1) for g in groups.values()) if groups else 0.0,
+        "any_correct": statistics.fmean(
+            float(any(r.program_id in correct_ids for r in g)) for g in groups.values()) if groups else 0.0,
+    }
+    versions = store.policy_versions(run_id)
+    steps = [float(v["metrics"].get("step_seconds")) for v in versions
+             if isinstance(v.get("metrics"), dict) and v["metrics"].get("step_seconds") is not None]
     store.close()
-    return out
+    return {"checkpoints": checkpoints, "curves": curves, "evaluations": n,
+            "pass1": {str(v): statistics.fmean(xs) for v, xs in sorted(per_version.items())},
+            "step_seconds": steps, "diagnostics": diagnostics}
+
+
+def _snapshot(curves: dict[str, list[float]], archive: Any, scores: list[float], correct_ids: set[str],
+              correct: set[str], classes: set[tuple[int, ...]]) -> None:
+    top = sorted(scores, reverse=True)[:50]
+    cells = sum(1 for e in archive.elites() if e.program_id in correct_ids)
+    for key, value in (("top50", statistics.fmean(top) if top else 0.0), ("correct_cells", cells),
+                       ("distinct_correct", len(correct)), ("semantic_classes", len(classes)),
+                       ("best", max(scores, default=0.0))):
+        curves[key].append(float(value))
+
+
+# -- the base as a mutation operator -------------------------------------------------------
+def operator_check(policy_dir: Path, samples: int = 64) -> dict[str, Any]:
+    """Sample the base for fixed parents: valid share, copies of the parent, parent effect."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from qdevolve.rl.tasks.expr_edit import edit_prompt, pass_bits
+
+    torch.set_num_threads(1)
+    tok = AutoTokenizer.from_pretrained(policy_dir)
+    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
+    ev = _evaluator()
+    pairs = list(ev.VISIBLE)
+    parents = ["x+1", "x*x", "2*x+1", "x+x", "3*x", "3*x+1"]
+    dists: dict[str, Counter[str]] = {}
+    rows = []
+    torch.manual_seed(0)
+    for parent in parents:
+        prompt = edit_prompt(pairs, parent, pass_bits(parent, pairs))
+        ids = tok(prompt, return_tensors="pt")
+        out = model.generate(**ids, do_sample=True, max_new_tokens=11, num_return_sequences=samples,
+                             temperature=1.0, pad_token_id=tok.pad_token_id)
+        texts = [tok.decode(o[ids["input_ids"].shape[1]:], skip_special_tokens=True).strip() for o in out]
+        dists[parent] = Counter(texts)
+        got = [outputs(t, tuple(x for x, _ in pairs)) if t else None for t in texts]
+        rows.append({"parent": parent, "valid": sum(g is not None for g in got) / samples,
+                     "equal_parent": sum(t == parent for t in texts) / samples,
+                     "distinct": len(set(texts)),
+                     "correct": sum(g is not None and list(g) == [y for _, y in pairs] for g in got) / samples,
+                     "top": ", ".join(f"{t} ({c})" for t, c in dists[parent].most_common(4))})
+    tvs = []
+    for i, a in enumerate(parents):
+        for b in parents[i + 1:]:
+            keys = set(dists[a]) | set(dists[b])
+            tvs.append(0.5 * sum(abs(dists[a][k] - dists[b][k]) for k in keys) / samples)
+    return {"rows": rows, "mean_tv_between_parents": statistics.fmean(tvs)}
+
+
+# -- main -----------------------------------------------------------------------------------
+def available(arm: str, reward: str = "score") -> str | None:
+    """``None`` when the joined loop can run ``arm`` here, else the reason it cannot."""
+    obj = ARMS[arm]
+    if obj is None:
+        return None
+    if obj["type"] == "es":
+        return "the joined loop refuses 'es' (a parameter-space method; TrainSettings rejects it)"
+    try:
+        registry.objective.get(obj["type"])
+    except Exception as exc:  # noqa: BLE001 - any lookup failure means "not on this install"
+        return f"objective '{obj['type']}' is not registered here ({type(exc).__name__})"
+    if obj["type"] == "passk" and reward != "binary":
+        return (f"'passk' needs binary rewards; the arms share one reward (--reward {reward}; this joined loop "
+                f"offers train.reward: {', '.join(_joined_rewards())})")
+    return None
+
+
+def _joined_rewards() -> tuple[str, ...]:
+    try:
+        from qdevolve.evolve.joined import REWARDS
+    except ImportError:
+        return ()
+    return tuple(REWARDS)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=int, default=320)
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--every", type=int, default=16, help="trainer step every N evaluations")
+    ap.add_argument("--budget", type=int, default=2000, help="evaluated children per run")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--every", type=int, default=64, help="trainer step every N evaluations")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--group", type=int, default=8, help="children per parent prompt (the RL group)")
     ap.add_argument("--arms", default=",".join(ARMS))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "joined.md"))
-    ap.add_argument("--plot", default=str(ROOT / "benchmarks" / "results" / "joined.png"))
+    ap.add_argument("--reward", default="score", help="train.reward of every arm (score, tests, binary where offered)")
+    ap.add_argument("--bases", choices=("per-seed", "shared"), default="per-seed",
+                    help="one pre-trained base per seed (cached), or seed 0's base for every seed")
+    ap.add_argument("--sft-steps", type=int, default=None,
+                    help="pre-training steps of the bases (default: the tiny policy's; another value is another cache entry)")
+    ap.add_argument("--sandbox", default="expr_inprocess", help="expr_inprocess (default), local, bwrap, ...")
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+    ap.add_argument("--out", default=str(RESULTS / "joined.md"))
+    ap.add_argument("--keep", default=None, help="keep the run databases in this directory")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker is not None:
+        worker(json.loads(args.worker))
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
-    arms = [a.strip() for a in args.arms.split(",")]
-    results: dict[str, list[dict[str, list[float]]]] = {a: [] for a in arms}
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = sorted(set(arms) - set(ARMS))
+    if unknown:
+        raise SystemExit(f"--arms: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
+    if args.reward not in _joined_rewards():
+        raise SystemExit(f"--reward {args.reward}: this joined loop offers {', '.join(_joined_rewards())}")
+    skipped = {a: why for a in arms if (why := available(a, args.reward)) is not None}
+    arms = [a for a in arms if a not in skipped]
+
+    import torch
+
+    from qdevolve.rl.tiny import tiny_policy_dir
+
+    torch.set_num_threads(1)
+    t_build = time.time()
+    extra = {} if args.sft_steps is None else {"sft_steps": args.sft_steps}
+    bases = {s: tiny_policy_dir("expr_edit", seed=s if args.bases == "per-seed" else 0, **extra) for s in seeds}
+    build_s = time.time() - t_build
+    check = operator_check(bases[seeds[0]])
+    print(f"base mutation operator (seed {seeds[0]}): mean TV between parents "
+          f"{check['mean_tv_between_parents']:.2f}", flush=True)
+    for row in check["rows"]:
+        print(f"  parent {row['parent']:8s} valid {row['valid']:.2f} equal-parent {row['equal_parent']:.2f} "
+              f"correct {row['correct']:.2f} distinct {row['distinct']}", flush=True)
+    t0 = time.time()
     with tempfile.TemporaryDirectory() as d:
-        for arm in arms:
-            for seed in seeds:
-                db = Path(d) / f"{arm.replace(' ', '_')}-{seed}.sqlite"
-                flags = list(ARMS[arm])
-                if "--train-every" not in flags:
-                    flags += ["--train-every", str(args.every)]
-                cmd = [sys.executable, "-m", "qdevolve", "run", str(EXAMPLE), "--db", str(db), "--iterations",
-                       str(args.budget), "--seed", str(seed), "--no-progress", *flags]
-                t0 = time.time()
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-                if r.returncode != 0:
-                    raise SystemExit(f"{arm} seed {seed} failed:\n{r.stderr[-3000:]}")
-                c = curves(db)
-                c["wall_s"] = [time.time() - t0]
-                results[arm].append(c)
-                print(f"{arm:12s} seed {seed}: best {c['best'][-1]:.3f} qd {c['qd_score'][-1]:.2f} "
-                      f"coverage {c['coverage'][-1]:.3f} distinct correct {c['distinct_correct'][-1]:.0f} "
-                      f"({c['wall_s'][0]:.0f} s)", flush=True)
-    _report(results, args, seeds)
+        where = Path(args.keep) if args.keep else Path(d)
+        where.mkdir(parents=True, exist_ok=True)
+        plans = [plan_run(arm, seed, args, bases[seed], where) for seed in seeds for arm in arms]
+        runs = run_all(plans, max(1, args.jobs))
+    total = time.time() - t0
+    report = {"args": vars(args), "seeds": seeds, "arms": arms, "skipped": skipped, "runs": runs,
+              "operator_check": check, "wall_s": total, "base_build_s": build_s, "uptime": _uptime(),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1))
+    Path(args.out).write_text(render(report))
+    print(render(report))
+    print(f"wrote {args.out} and {Path(args.out).with_suffix('.json')}")
 
 
-def _report(results: dict, args: argparse.Namespace, seeds: list[int]) -> None:
-    import matplotlib
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "n/a"
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from rich.console import Console
-    from rich.table import Table
 
-    cols = ("arm", "best", "QD-score", "coverage", "distinct correct", "distinct correct per seed")
-    t = Table(title=f"expr_evolution, {args.budget} evaluations, seeds {seeds} (mean over seeds)")
-    for c in cols:
-        t.add_column(c)
-    lines = [f"# bench_joined ({time.strftime('%Y-%m-%d')})", "",
-             f"Command: `python benchmarks/bench_joined.py --budget {args.budget} --seeds {args.seeds} "
-             f"--every {args.every}` (2 cores, CPU, tiny expr_dsl policy).", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for arm, runs in results.items():
-        def final(key: str, runs: list = runs) -> list[float]:
-            return [r[key][-1] for r in runs]
-        vals = (arm, f"{statistics.fmean(final('best')):.3f}", f"{statistics.fmean(final('qd_score')):.2f}",
-                f"{100 * statistics.fmean(final('coverage')):.1f} %", f"{statistics.fmean(final('distinct_correct')):.1f}",
-                ", ".join(f"{v:.0f}" for v in final("distinct_correct")))
-        t.add_row(*vals)
-        lines.append("| " + " | ".join(vals) + " |")
-    Console().print(t)
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
-    for ax, key, label in zip(axes, ("best", "qd_score", "coverage", "distinct_correct"),
-                              ("best score", "QD-score", "coverage", "distinct correct programs"), strict=False):
-        for arm, runs in results.items():
-            xs = runs[0]["evaluations"]
-            m = min(len(r[key]) for r in runs)
-            ys = [statistics.fmean(r[key][i] for r in runs) for i in range(m)]
-            ax.plot(xs[:m], ys, label=arm)
-        ax.set_xlabel("evaluations")
-        ax.set_title(label)
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(args.plot, dpi=110)
-    lines += ["", f"![joined]({Path(args.plot).name})"]
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out} and {args.plot}")
+def _ms(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "n/a"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.{digits}f} ± {sd:.{digits}f}"
+
+
+def render(report: dict[str, Any]) -> str:
+    """Markdown tables of a report (means ± standard deviation over seeds)."""
+    args = report["args"]
+    ok = [r for r in report["runs"] if "error" not in r]
+    for r in ok:  # a run stopped early (duplicate streak) keeps its final archive at later checkpoints
+        for key, values in r["curves"].items():
+            r["curves"][key] = values + [values[-1]] * (len(r["checkpoints"]) - len(values))
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for r in ok:
+        by_arm.setdefault(r["arm"], []).append(r)
+    seeds = ",".join(str(s) for s in report["seeds"])
+    cmd = (f"python benchmarks/bench_joined.py --budget {args['budget']} --seeds {seeds} --every {args['every']} "
+           f"--lr {args['lr']} --group {args['group']} --reward {args.get('reward', 'score')} --bases {args['bases']} --sandbox {args['sandbox']}"
+           + ("" if args.get("sft_steps") is None else f" --sft-steps {args['sft_steps']}"))
+    lines = [f"Command: `{cmd}` ({report['date']}; `uptime` at the end: {report['uptime']}).", "",
+             f"Wall time {report['wall_s']:.0f} s for {len(ok)} runs (+{report['base_build_s']:.0f} s building "
+             "or loading the cached bases).", ""]
+    checkpoints = ok[0]["checkpoints"] if ok else []
+    head = ("arm", *[f"top-50 mean @{c}" for c in checkpoints])
+    lines += ["Mean score of the top 50 programs at fixed evaluation budgets (mean ± sd over seeds):", "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, rs in by_arm.items():
+        lines.append("| " + " | ".join([arm] + [_ms([r["curves"]["top50"][i] for r in rs], 3)
+                                                 for i in range(len(checkpoints))]) + " |")
+    head = ("arm", *[f"correct cells @{c}" for c in checkpoints], "distinct correct", "semantic classes", "best",
+            "pass@1 first → last version", "trainer steps", "evaluations done", "trainer step s", "evals/s")
+    lines += ["", "Archive cells holding a correct program against evaluations, and the end state:", "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, rs in by_arm.items():
+        first = [r["pass1"][min(r["pass1"], key=int)] for r in rs]
+        last = [r["pass1"][max(r["pass1"], key=int)] for r in rs]
+        steps = [s for r in rs for s in r["step_seconds"]]
+        cells = [_ms([r["curves"]["correct_cells"][i] for r in rs]) for i in range(len(checkpoints))]
+        lines.append("| " + " | ".join([
+            arm, *cells, _ms([r["curves"]["distinct_correct"][-1] for r in rs]),
+            _ms([r["curves"]["semantic_classes"][-1] for r in rs]), _ms([r["curves"]["best"][-1] for r in rs], 2),
+            f"{statistics.fmean(first):.3f} → {statistics.fmean(last):.3f}",
+            f"{statistics.fmean(len(r['step_seconds']) for r in rs):.0f}",
+            ", ".join(str(r["evaluations"]) for r in rs),
+            f"{statistics.fmean(steps):.2f}" if steps else "–",
+            f"{statistics.fmean(r['evaluations'] / r['wall_s'] for r in rs):.1f}"]) + " |")
+    for arm, why in report["skipped"].items():
+        lines.append(f"| {arm} | skipped: {why} |" + " |" * (len(head) - 2))
+    lines += ["", "Training signal per arm (means over runs): groups, mean stored children per group (copies of a "
+              "stored program are not stored), share of groups whose completion texts are all distinct (IPS counts "
+              "of 1: IPS = GRPO), share with no reward spread (zero advantage), share holding a correct child:", "",
+              "| arm | groups | children per group | all texts distinct | no reward spread | any correct |",
+              "|---|---|---|---|---|---|"]
+    for arm, rs in by_arm.items():
+        dg = [r["diagnostics"] for r in rs]
+        lines.append(f"| {arm} | {statistics.fmean(x['groups'] for x in dg):.0f} | "
+                     f"{statistics.fmean(x['mean_group_size'] for x in dg):.2f} | "
+                     f"{statistics.fmean(x['all_texts_distinct'] for x in dg):.2f} | "
+                     f"{statistics.fmean(x['no_reward_spread'] for x in dg):.2f} | "
+                     f"{statistics.fmean(x['any_correct'] for x in dg):.2f} |")
+    # the claim under test
+    lines += ["", "Claim under test: each diversity-preserving arm (" + ", ".join(DIVERSITY_ARMS) +
+              ") ends with >= 1.3x GRPO's correct cells and >= the frozen base's.", ""]
+
+    def final_cells(arm: str) -> float | None:
+        rs = by_arm.get(arm)
+        return statistics.fmean(r["curves"]["correct_cells"][-1] for r in rs) if rs else None
+
+    grpo, frozen = final_cells("grpo"), final_cells("frozen base")
+    for arm in DIVERSITY_ARMS:
+        v = final_cells(arm)
+        if v is None or grpo is None or frozen is None:
+            lines.append(f"* {arm}: not measured")
+            continue
+        held = v >= 1.3 * grpo and v >= frozen
+        ratio = v / grpo if grpo else math.inf
+        lines.append(f"* {arm}: {v:.1f} correct cells vs GRPO {grpo:.1f} ({ratio:.2f}x) and frozen base "
+                     f"{frozen:.1f}: {'holds' if held else 'FAILS'}")
+    check = report["operator_check"]
+    lines += ["", f"The base as a mutation operator ({64} samples per parent; mean total-variation distance "
+              f"between the child distributions of two parents: {check['mean_tv_between_parents']:.2f}):", "",
+              "| parent | valid | equal to parent | correct | distinct of 64 | most frequent children |",
+              "|---|---|---|---|---|---|"]
+    for row in check["rows"]:
+        lines.append(f"| `{row['parent']}` | {row['valid']:.2f} | {row['equal_parent']:.2f} | {row['correct']:.2f} "
+                     f"| {row['distinct']} | {row['top']} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

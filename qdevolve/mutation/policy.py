@@ -1,12 +1,23 @@
 """``policy``: the mutation operator of the joined loop, sampling from the trained policy.
 
-The prompt is rendered from a template (``{parent_code}``, ``{parent_block}``,
-``{score}``, ``{metrics}``, ``{artifacts}`` are filled from the parent); the backend
-samples ``context.n`` completions (one RL group); each completion is cleaned (cut at the
-first stop string) and rendered into the parent's EVOLVE-BLOCK through ``block_template``
-(``{completion}``; default: the completion is the block body). A completion that yields
-an empty or unparsable program is a failed candidate that keeps its rollout, so the
-trainer still sees (and is penalised for) it.
+The prompt is rendered from a template filled from the parent, so the policy conditions
+on the program it mutates:
+
+* ``{parent}``: the parent's EVOLVE-BLOCK in the form the policy writes a child, i.e.
+  ``block_template`` read backwards (with ``EXPR = "{completion}"`` a parent block
+  ``EXPR = "x+1"`` gives ``x+1``); the whole block when the template does not match;
+* ``{parent_block}``: the EVOLVE-BLOCK text; ``{parent_code}``: the whole program;
+* ``{tests}``: the parent's per-test pass bits, one character per test (``1`` for a
+  result >= 0.5, else ``0``; empty when the evaluator reports no tests);
+* ``{score}``, ``{metrics}`` (JSON), ``{artifacts}`` (``key: value`` lines).
+
+The backend samples ``context.n`` completions of that one prompt (one RL group: G children
+of the same parent and prompt); each completion is cleaned (cut at the first stop string)
+and rendered into the parent's EVOLVE-BLOCK through ``block_template`` (``{completion}``;
+default: the completion is the block body). Every candidate carries the prompt, so every
+stored rollout shows the parent it was conditioned on. A completion that yields an empty
+or unparsable program is a failed candidate that keeps its rollout, so the trainer still
+sees (and is penalised for) it.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 from typing import Any
 
 from qdevolve import registry
@@ -32,8 +44,9 @@ class PolicyMutation:
     """Sample children from the (trained) policy behind the shared backend.
 
     Args:
-        prompt_template: Prompt text; placeholders ``{parent_code}``, ``{parent_block}``,
-            ``{score}``, ``{metrics}``, ``{artifacts}``.
+        prompt_template: Prompt text; placeholders ``{parent}``, ``{parent_block}``,
+            ``{parent_code}``, ``{tests}``, ``{score}``, ``{metrics}``, ``{artifacts}``
+            (see the module docstring).
         block_template: How a completion becomes the EVOLVE-BLOCK body (``{completion}``).
         temperature, top_p, max_tokens: Sampling settings.
         stop: Completion is cut at the first of these strings (default: newline).
@@ -51,12 +64,24 @@ class PolicyMutation:
         self.temperature, self.top_p, self.max_tokens = float(temperature), float(top_p), int(max_tokens)
         self.stop = ["\n"] if stop is None else list(stop)
         self.strip = strip
+        if "{completion}" not in block_template:
+            raise ValueError(f"block_template must contain '{{completion}}', got {block_template!r}")
+        before, after = block_template.split("{completion}", 1)
+        self._block_pattern = re.compile(re.escape(before.strip()) + r"(.*?)" + re.escape(after.strip()), re.S)
+
+    def parent_text(self, block: str) -> str:
+        """The parent's block as the policy would have written it (``block_template`` inverted)."""
+        m = self._block_pattern.search(block)
+        text = m.group(1) if m else block
+        return text.strip() if self.strip else text
 
     def render_prompt(self, parent: Program, context: MutationContext) -> str:
         res = context.parent_result
         blocks = block_texts(parent.code)
+        block = blocks[0] if blocks else parent.code
+        tests = "" if res is None or not res.tests else "".join("1" if t >= 0.5 else "0" for t in res.tests)
         return self.prompt_template.format(
-            parent_code=parent.code, parent_block=blocks[0] if blocks else parent.code,
+            parent=self.parent_text(block), parent_code=parent.code, parent_block=block, tests=tests,
             score="" if res is None or res.score is None else f"{res.score:.6g}",
             metrics="" if res is None else json.dumps(res.metrics, sort_keys=True),
             artifacts="" if res is None else "\n".join(f"{k}: {v}" for k, v in res.artifacts.items()))

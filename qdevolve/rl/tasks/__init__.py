@@ -1,9 +1,9 @@
 """Tasks for the inner loop: prompts plus a verifier (see :mod:`qdevolve.rl.tasks.base`).
 
 ``get_task(name, **kwargs)`` builds one by name: ``bandit`` (experiment 1),
-``multi_answer`` (experiment 2), ``expr_dsl`` (experiment 3) of
-``research/diversity-rl.md`` §10, and ``few_answer`` (few correct answers, Zipf-skewed base:
-the diversity benchmark's task).
+``multi_answer`` (experiment 2), ``expr_dsl`` (experiment 3) of the diversity experiments,
+``few_answer`` (few correct answers, Zipf-skewed base: the diversity benchmark's task) and
+``expr_edit`` (parent -> child edits of expr_dsl expressions: the joined loop's mutation policy).
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from qdevolve.errors import ConfigError
 from qdevolve.rl.tasks.bandit import BanditTask, TabularPolicy
 from qdevolve.rl.tasks.base import Task, Verdict
 from qdevolve.rl.tasks.expr_dsl import ExprDSLTask
+from qdevolve.rl.tasks.expr_edit import ExprEditTask
 from qdevolve.rl.tasks.few_answer import FewAnswerTask
 from qdevolve.rl.tasks.multi_answer import MultiAnswerTask
 
 __all__ = ["Task", "Verdict", "BanditTask", "TabularPolicy", "MultiAnswerTask", "ExprDSLTask", "FewAnswerTask",
-           "TASKS", "get_task"]
+           "ExprEditTask", "TASKS", "get_task"]
 
 TASKS: dict[str, type] = {"bandit": BanditTask, "multi_answer": MultiAnswerTask, "expr_dsl": ExprDSLTask,
-                         "few_answer": FewAnswerTask}
+                         "few_answer": FewAnswerTask, "expr_edit": ExprEditTask}
 
 
 def get_task(name: str, **kwargs: Any) -> Task:
