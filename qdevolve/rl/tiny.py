@@ -5,8 +5,7 @@ model with no merges, so every character is one token; a ``Fuse`` decoder; a pos
 that prepends ``[BOS]``) wrapped as a ``transformers`` fast tokenizer, and the model is a
 ``GPT2Config`` (2 layers, ``n_embd`` 64, 4 heads, ~0.1 M parameters) initialised from
 config. It is pre-trained by supervised fine-tuning on the task's *broad*
-``sft_examples`` (valid answers drawn uniformly plus a share of random wrong ones, see
-``research/diversity-rl.md`` §10), with the loss on answer tokens and ``[EOS]`` only. The
+``sft_examples`` (valid answers drawn uniformly plus a share of random wrong ones), with the loss on answer tokens and ``[EOS]`` only. The
 result is a normal Hugging Face model directory (``save_pretrained``), loadable with
 ``AutoModelForCausalLM.from_pretrained(dir)`` and ``AutoTokenizer.from_pretrained(dir)``, so
 a ``transformers`` generation backend can serve it and :class:`~qdevolve.rl.trainer.PolicyTrainer`

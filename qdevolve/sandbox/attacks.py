@@ -1,4 +1,4 @@
-"""The built-in attack catalogue (``research/qd-sandbox-style.md`` §B.4) and its host checks.
+"""The built-in attack catalogue and its host checks.
 
 Each :class:`Attack` is a small hostile program run with the built-in evaluator, the
 statuses it may legitimately end with, and the host-side facts that must hold afterwards.

@@ -1,6 +1,6 @@
 """The ``bwrap`` sandbox: bubblewrap under an unprivileged uid (the default on Linux).
 
-Order (``research/qd-sandbox-style.md`` §B.3/§B.6): drop to a dedicated uid with ``setpriv``
+Order: drop to a dedicated uid with ``setpriv``
 first (bwrap cannot switch uid inside its user namespace), then ``bwrap --unshare-all
 --die-with-parent --new-session --clearenv``: read-only ``/usr`` and interpreter, a per-run
 writable work directory, tmpfs ``/tmp``, a fresh ``/proc`` in a new pid namespace whose init

@@ -1,8 +1,7 @@
 """`SandboxLimits` and the pure functions that render it into each backend's policy.
 
 Nothing here runs a process: the renderers return argv lists, rlimit tables and Docker
-keyword arguments that tests assert on directly (the "policy as data" tier of
-``research/qd-sandbox-style.md`` §B.5).
+keyword arguments that tests assert on directly (policy as data).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``local`` sandbox: a subprocess with rlimits, namespaces when possible, a wall clock.
 
-Layers (``research/qd-sandbox-style.md`` §B.6): a new session with stdin ``/dev/null``, an
+Layers: a new session with stdin ``/dev/null``, an
 environment allowlist, rlimits set by the runner itself, the controller's wall clock that
 SIGKILLs the whole process group, and a bounded output reader. As root the runner also runs
 in fresh pid (with its own ``/proc``), mount, ipc, uts and network namespaces

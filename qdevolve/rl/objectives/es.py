@@ -16,8 +16,8 @@ arXiv 2608.12679 (ES keeps pass@k coverage that GRPO loses). One iteration::
 Symbols: ``N`` the population, ``sigma`` the noise scale, ``alpha`` the step size, ``R`` the
 caller's ``evaluate_fn(model) -> float`` (e.g. the mean reward of greedy completions on a
 batch of prompts). Noise is never stored: ``eps_n`` is regenerated from ``seed_n`` (one
-independent stream per parameter tensor, avoiding the correlated-noise pitfall noted in
-``research/diversity-rl.md`` §7.1) for the perturbation, the restoration and the update.
+independent stream per parameter tensor, avoiding the pitfall of noise correlated
+across tensors) for the perturbation, the restoration and the update.
 Arithmetic is fp32: fp32 parameters are perturbed and restored in place (the restore error,
 reported as ``restore_error``, is float rounding only); lower-precision parameters are
 perturbed from an fp32 copy and restored exactly from it. If every ``R_n`` is equal the

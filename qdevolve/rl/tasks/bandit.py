@@ -1,4 +1,4 @@
-"""Experiment 1 of ``research/diversity-rl.md`` §10: the K-correct-answers bandit.
+"""Diversity experiment 1: the K-correct-answers bandit.
 
 One prompt, 16 outcomes: ``0``..``7`` are correct (r = 1), ``8``..``15`` wrong (r = 0).
 The policy is tabular, ``p = softmax(z)`` over 16 logits, with a skewed start: the

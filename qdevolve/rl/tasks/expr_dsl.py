@@ -1,4 +1,4 @@
-"""Experiment 3 of ``research/diversity-rl.md`` §10: integer functions from I/O examples.
+"""Diversity experiment 3: integer functions from I/O examples.
 
 A prompt lists input/output pairs of an integer function, ``0>2,1>4,2>6,3>8,5>12:``, and
 the answer is an expression in a tiny DSL::

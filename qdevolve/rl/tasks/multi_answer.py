@@ -1,4 +1,4 @@
-"""Experiment 2 of ``research/diversity-rl.md`` §10: many correct answers per prompt.
+"""Diversity experiment 2: many correct answers per prompt.
 
 A prompt ``m=7 r=3 s=12:`` asks for any 3-digit number ``n`` (100..999) with
 ``n ≡ r (mod m)`` and, when ``s=`` is present, digit sum ``s``. Without a digit-sum
