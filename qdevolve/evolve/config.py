@@ -44,7 +44,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
                    "early_stopping_metric", "max_tasks_per_child", "llm", "database",
                    "evolution_trace")
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
-            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options")
+            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options", "budget_pool")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
               "open_files", "network", "env", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
@@ -69,6 +69,9 @@ class RunConfig:
                 "executor plugin such as 'ray'."})
     executor_options: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "Options of the executor plugin (e.g. a Ray address and per-task resources)."})
+    budget_pool: str | None = field(default=None, metadata={
+        "help": "Share the budget (--iterations, the pool's total) with every run of this database "
+                "started with the same pool name (islands driven by several controllers)."})
     archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"}, metadata={
         "help": "Archive plugin: map_elites, islands, dgm, novelty, ...", "plugin": True})
     selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"}, metadata={

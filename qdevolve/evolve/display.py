@@ -81,7 +81,11 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     console.print(t)
-    db = summary.db
+    from rich.markup import escape
+
+    from qdevolve.db._open import display_target
+
+    db = escape(terminal_safe_line(display_target(str(summary.db))))  # a URL's password masked
     console.print("Inspect it:")
     console.print(f"  qdevolve lineage tree --db {db}")
     if summary.best_program_id:
