@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qdevolve.evolve.ledger import RunLedger
+from qdevolve.db._open import display_target
 from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["ProgressDisplay", "print_summary"]
@@ -60,7 +61,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t = Table(title="qdevolve run summary", show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value")
-    t.add_row("database", summary.db)
+    t.add_row("database", terminal_safe_line(display_target(str(summary.db))))
     t.add_row("run", summary.run_id)
     t.add_row("evaluations", f"{summary.evaluations} (budget {summary.budget} children + seed)")
     t.add_row("stopped by", terminal_safe_line(summary.stop_reason))
@@ -82,8 +83,6 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     console.print(t)
     from rich.markup import escape
-
-    from qdevolve.db._open import display_target
 
     db = escape(terminal_safe_line(display_target(str(summary.db))))  # a URL's password masked
     console.print("Inspect it:")
