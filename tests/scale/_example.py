@@ -51,11 +51,15 @@ limits:
 '''
 
 
-def write_example(root: Path, *, iterations: int, sleep: float, seed: int = 0) -> Path:
-    """``root/example`` with ``initial_program.py``, ``evaluator.py`` and ``config.yaml``."""
+def write_example(root: Path, *, iterations: int, sleep: float, seed: int = 0, extra: str = "") -> Path:
+    """``root/example`` with ``initial_program.py``, ``evaluator.py`` and ``config.yaml``
+    (``extra``: more lines for the config's ``run:`` section, indented by two spaces)."""
     d = root / "example"
     d.mkdir(parents=True, exist_ok=True)
     (d / "initial_program.py").write_text(SEED)
     (d / "evaluator.py").write_text(EVALUATOR.format(sleep=sleep))
-    (d / "config.yaml").write_text(CONFIG.format(iterations=iterations, seed=seed))
+    config = CONFIG.format(iterations=iterations, seed=seed)
+    if extra:
+        config = config.replace("  workers: 2\n", "  workers: 2\n" + extra)
+    (d / "config.yaml").write_text(config)
     return d

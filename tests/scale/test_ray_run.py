@@ -118,3 +118,30 @@ def test_sigkilled_controller_resumes_on_the_same_cluster(ray_address: str, db: 
     assert resumed.returncode == 0, err[-3000:]
     rows = _check_run(db, name, 10)
     assert before <= {r[0] for r in rows}, "a program stored before the kill is gone"
+
+
+def test_a_job_whose_retries_are_spent_stops_the_run_resumable(ray_address: str, db: str, tmp_path: Path) -> None:
+    """``max_retries: 0`` and a killed worker: ``WorkerLost`` stops the run with one line
+    (exit 1), and ``qdevolve resume`` finishes it with nothing stored twice."""
+    example = write_example(tmp_path, iterations=8, sleep=1.0, seed=5,
+                            extra="  executor_options: {max_retries: 0}\n")
+    name = f"ray-lost-{uuid.uuid4().hex[:8]}"
+    proc = _start(["run", str(example), "--db", db, "--name", name, "--executor", "ray",
+                   "--ray-address", ray_address], tmp_path)
+    rows = _wait_for(db, name, 1, proc)
+    for worker in {r[2] for r in rows if r[2]}:  # every worker seen so far: at least one is busy
+        try:
+            os.kill(int(WORKER.match(worker).group(1)), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert "worker lost" in last or "died" in last, err[-3000:]
+    assert "Traceback" not in err
+    assert _rows(db, name, "SELECT status FROM runs WHERE id = :rid") == [("stopped",)]
+    rid = _rows(db, name, "SELECT :rid")[0][0]
+    resumed = _start(["resume", "--db", db, "--run", rid], tmp_path)
+    _out, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, err[-3000:]
+    _check_run(db, name, 8)
