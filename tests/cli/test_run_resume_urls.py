@@ -70,4 +70,5 @@ def test_train_on_a_postgres_url(pg_url: str, tmp_path: Path) -> None:
                  "--group-size", "4", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     _masked(pg_url, r.stdout + r.stderr)
-    assert "stored policy version" in r.stdout
+    assert "stored policy version 1" in r.stdout
+    assert sorted(p.name for p in (tmp_path / "policies").glob("*/v*")) == ["v0", "v1"]  # weights: ./policies
