@@ -27,6 +27,7 @@ the file, the YAML path and the keys that exist.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,12 @@ class RunConfig:
         d["warnings"] = list(self.warnings)
         return d
 
+    def __post_init__(self) -> None:
+        pool = self.budget_pool
+        if pool is not None and (not isinstance(pool, str) or not _POOL.fullmatch(pool)):
+            raise ConfigError(f"run.budget_pool: expected a name of 1-59 letters, digits, '.', '_' or '-', "
+                              f"got {pool!r}")
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         known = {f.name for f in fields(cls)}
@@ -105,6 +112,9 @@ class RunConfig:
 
     def with_overrides(self, **overrides: Any) -> RunConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+_POOL = re.compile(r"[A-Za-z0-9_.-]{1,59}")  # the counter's run_id is "pool:<name>" (64 characters)
 
 
 def cli_fields() -> list[tuple[str, str, type, str, bool]]:
