@@ -181,7 +181,10 @@ def _remove_db(path: Path) -> None:
 @click.option("--iterations", type=int, default=None, help="New total budget of child programs.")
 @click.option("--example-dir", default=None, help="Where the example lives now, if it moved.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def resume(db: str, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool) -> None:
+@click.option("--ray-address", default=None,
+              help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
+def resume(db: str, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool,
+           ray_address: str | None) -> None:
     """Continue a run from its database (after a crash, SIGKILL or to extend the budget)."""
     from qdevolve import registry
     from qdevolve.db import open_store
@@ -197,8 +200,11 @@ def resume(db: str, run_id: str | None, iterations: int | None, example_dir: str
     rid = store.resolve_run(run_id)
     for pf in store.plugin_files(rid):
         registry.load_plugin_file(pf["path"])
+    if ray_address and store.get_run(rid)["config"].get("executor") != "ray":
+        raise ConfigError(f"--ray-address: run {rid[:12]} does not use the ray executor")
     evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress, console=console,
-                           example_dir=example_dir)
+                           example_dir=example_dir,
+                           executor_options={"address": ray_address} if ray_address else None)
     try:
         summary = evo.run()
     finally:

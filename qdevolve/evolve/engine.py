@@ -139,8 +139,11 @@ class Evolution:
 
     @classmethod
     def resume(cls, store: LineageStore, run_id: str, *, iterations: int | None = None, progress: bool = True,
-               console: Any = None, example_dir: str | None = None, **kw: Any) -> Evolution:
-        """Continue a stored run from the database alone (``iterations``: the new total budget)."""
+               console: Any = None, example_dir: str | None = None,
+               executor_options: dict[str, Any] | None = None, **kw: Any) -> Evolution:
+        """Continue a stored run from the database alone (``iterations``: the new total budget;
+        ``executor_options``: replace these of the stored executor options, e.g. a Ray
+        cluster's new address)."""
         from qdevolve.evolve.example import load_example
 
         run = store.get_run(run_id)
@@ -148,6 +151,8 @@ class Evolution:
         budget = iterations if iterations is not None else store.get_state(run["id"], "budget")
         if budget is not None:
             config = config.with_overrides(iterations=int(budget))
+        if executor_options:
+            config = config.with_overrides(executor_options={**config.executor_options, **executor_options})
         loaded = load_example(example_dir or run["example_dir"])
         example = dataclasses.replace(loaded, config=config)
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)

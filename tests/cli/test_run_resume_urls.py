@@ -72,3 +72,15 @@ def test_train_on_a_postgres_url(pg_url: str, tmp_path: Path) -> None:
     _masked(pg_url, r.stdout + r.stderr)
     assert "stored policy version 1" in r.stdout
     assert sorted(p.name for p in (tmp_path / "policies").glob("*/v*")) == ["v0", "v1"]  # weights: ./policies
+
+
+def test_ray_options_on_a_local_run_are_refused(tmp_path: Path) -> None:
+    example = write_example(tmp_path, iterations=2, sleep=0.0)
+    db = str(tmp_path / "r.sqlite")
+    r = qdevolve("run", str(example), "--db", db, "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = qdevolve("resume", "--db", db, "--ray-address", "127.0.0.1:1", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 2 and "does not use the ray executor" in r.stderr, r.stderr
+    r = qdevolve("run", str(example), "--db", str(tmp_path / "s.sqlite"), "--executor", "nope",
+                 "--ray-address", "127.0.0.1:1", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 2 and "--ray-address" in r.stderr, r.stderr

@@ -141,7 +141,7 @@ def test_a_job_whose_retries_are_spent_stops_the_run_resumable(ray_address: str,
     assert "Traceback" not in err
     assert _rows(db, name, "SELECT status FROM runs WHERE id = :rid") == [("stopped",)]
     rid = _rows(db, name, "SELECT :rid")[0][0]
-    resumed = _start(["resume", "--db", db, "--run", rid], tmp_path)
+    resumed = _start(["resume", "--db", db, "--run", rid, "--ray-address", ray_address], tmp_path)
     _out, err = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, err[-3000:]
     _check_run(db, name, 8)
