@@ -78,16 +78,16 @@ def overhead(address: str, work: Path, n: int) -> list[tuple[str, str, str, str]
     evaluator.write_text(SLEEP_EVALUATOR)
     registry.load_plugin_file(plugin)
     jobs = _jobs(n + 20, evaluator, {"type": "bench_noop"}, (plugin,))
-    local = registry.executor.create({"type": "local"}, slots=1)  # the engine's real local executor
+    local_ex = registry.executor.create({"type": "local"}, slots=1)  # the engine's real local executor
     try:
         for j in jobs[:20]:  # warm: the slot's sandbox built
-            local.submit(j).result()
+            local_ex.submit(j).result()
         t0 = time.perf_counter()
         for j in jobs[20:]:
-            local.submit(j).result()
+            local_ex.submit(j).result()
         local_ms = (time.perf_counter() - t0) / n * 1000
     finally:
-        local.close()
+        local_ex.close()
     ex = registry.executor.create({"type": "ray", "address": address, "workers": 1, "num_cpus": 0.5})
     try:
         for j in jobs[:20]:  # warm: actor placed, files shipped, sandbox built

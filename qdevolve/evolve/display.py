@@ -12,8 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from qdevolve.evolve.ledger import RunLedger
 from qdevolve.db._open import display_target
+from qdevolve.evolve.ledger import RunLedger
 from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["ProgressDisplay", "print_summary"]
