@@ -15,6 +15,8 @@ from typing import Any
 import click
 from rich.console import Console
 
+from qdevolve.cli._db import check_new_run, db_option
+from qdevolve.db._open import is_url
 from qdevolve.errors import ConfigError
 from qdevolve.evolve.config import cli_fields
 from qdevolve.textsafe import terminal_safe_line
@@ -77,9 +79,12 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("run")
 @click.argument("example_dir", type=click.Path(path_type=Path))
-@click.option("--db", "db", type=click.Path(path_type=Path), default=None,
-              help="Run database (default: archives/<example>-<time>.sqlite).")
+@db_option(required=False, help="Run database: a .sqlite path or a SQLAlchemy URL such as "
+           "postgresql+psycopg://USER:PASSWORD@HOST/DB (default: $QDEVOLVE_DB, else "
+           "archives/<example>-<time>.sqlite).")
 @config_options
+@click.option("--ray-address", default=None,
+              help="HOST:PORT of a Ray cluster's head (or 'auto', or ray://HOST:10001) for --executor ray.")
 @click.option("--model", default=None, help="Model name (for --backend).")
 @click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
@@ -91,7 +96,7 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--train-objective", default=None, help="Objective that trains the policy (grpo, ips, rare, vpo, ...).")
 @click.option("--train-every", type=int, default=None, help="Trainer step every N evaluations.")
 @click.option("--objective-arg", "objective_args", multiple=True, help="KEY=VALUE for the objective (repeatable).")
-def run(example_dir: Path, db: Path | None, model: str | None, api_base: str | None, config_path: Path | None,
+def run(example_dir: Path, db: str | None, ray_address: str | None, model: str | None, api_base: str | None, config_path: Path | None,
         plugins: tuple[Path, ...], no_progress: bool, policy: str | None, train_objective: str | None,
         train_every: int | None, objective_args: tuple[str, ...], **config_values: Any) -> None:
     """Evolve a program from EXAMPLE_DIR (initial_program.py, evaluator.py, config.yaml)."""
@@ -110,22 +115,22 @@ def run(example_dir: Path, db: Path | None, model: str | None, api_base: str | N
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
     values = {k: v for k, v in config_values.items() if v is not None}
     config = _apply_overrides(example.config, values, model=model, api_base=api_base)
+    if ray_address:
+        config = _with_ray_address(config, ray_address)
     if policy or train_objective or train_every or objective_args or config.train:
         from qdevolve.evolve.joined import apply_policy_options
 
         config = apply_policy_options(config, policy=policy, objective=train_objective,
                                       every=train_every, objective_args=objective_args)
-    db_path = db or default_db_path(example.directory)
+    db_target = db or str(default_db_path(example.directory))
     from qdevolve.evolve.validate import check_start  # compat hook
 
-    check_start(example, config, db_path)
+    check_start(example, config, None if is_url(db_target) else Path(db_target))
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
                       "--backend openai --model NAME [--api-base URL]")
-    if db_path.exists():
-        raise ConfigError(f"{db_path}: already exists; continue it with 'qdevolve resume --db {db_path}' "
-                          f"or pass a new --db path")
-    store = LineageStore(db_path, create=True)
+    check_new_run(db_target)
+    store = LineageStore(db_target, create=True)
     try:
         evo = Evolution.start(example, config, store, progress=not no_progress, console=console,
                               plugin_files=loaded)
@@ -135,11 +140,18 @@ def run(example_dir: Path, db: Path | None, model: str | None, api_base: str | N
             evo.close()
     except BaseException:
         store.close()
-        if store.path is not None and _empty_run_db(store.path):
+        if store.path is not None and _empty_run_db(store.path):  # a file only: a server keeps its runs
             _remove_db(store.path)
         raise
     print_summary(summary, Console())
     store.close()
+
+
+def _with_ray_address(config: Any, address: str) -> Any:
+    """``--ray-address`` is ``executor_options.address`` (and implies ``--executor ray``)."""
+    if config.executor not in ("local", "ray"):
+        raise ConfigError(f"--ray-address: the executor is '{config.executor}', not 'ray'")
+    return config.with_overrides(executor="ray", executor_options={**config.executor_options, "address": address})
 
 
 def _empty_run_db(path: Path) -> bool:
@@ -164,12 +176,15 @@ def _remove_db(path: Path) -> None:
 
 
 @click.command("resume")
-@click.option("--db", "db", type=click.Path(path_type=Path), required=True, help="Run database.")
+@db_option()
 @click.option("--run", "run_id", default=None, help="Run id (default: the latest run).")
 @click.option("--iterations", type=int, default=None, help="New total budget of child programs.")
 @click.option("--example-dir", default=None, help="Where the example lives now, if it moved.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool) -> None:
+@click.option("--ray-address", default=None,
+              help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
+def resume(db: str, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool,
+           ray_address: str | None) -> None:
     """Continue a run from its database (after a crash, SIGKILL or to extend the budget)."""
     from qdevolve import registry
     from qdevolve.db import open_store
@@ -185,8 +200,11 @@ def resume(db: Path, run_id: str | None, iterations: int | None, example_dir: st
     rid = store.resolve_run(run_id)
     for pf in store.plugin_files(rid):
         registry.load_plugin_file(pf["path"])
+    if ray_address and store.get_run(rid)["config"].get("executor") != "ray":
+        raise ConfigError(f"--ray-address: run {rid[:12]} does not use the ray executor")
     evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress, console=console,
-                           example_dir=example_dir)
+                           example_dir=example_dir,
+                           executor_options={"address": ray_address} if ray_address else None)
     try:
         summary = evo.run()
     finally:

@@ -11,6 +11,7 @@ changes.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -71,10 +72,12 @@ def _load_model(task_name: str, model_dir: str | None, cache_dir: str | None, sf
               type=click.Choice(["outcome", "semantic", "strategy"]), help="Task key used as cluster (rare).")
 @click.option("--save-every", type=int, default=0, help="Store a policy version every N steps (0: only at the end).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed.")
+@click.option("--policy-dir", default=None, type=click.Path(file_okay=False),
+              help="Where policy weights go (default: beside a .sqlite database; ./policies for a database URL).")
 def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], task_arg: tuple[str, ...],
           trainer_arg: tuple[str, ...], steps: int, db: str, run_id: str | None, model_dir: str | None,
           cache_dir: str | None, sft_steps: int | None, prompts_per_step: int, G: int, outcome_key: str,
-          cluster_key: str, save_every: int, seed: int) -> None:
+          cluster_key: str, save_every: int, seed: int, policy_dir: str | None) -> None:
     """Train a policy on a task with a diversity-preserving objective."""
     import torch
     from rich.console import Console
@@ -94,12 +97,21 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
     config = TrainerConfig.from_dict(tcfg, where="--trainer-arg")
     model, tokenizer, model_dir = _load_model(task_name, model_dir, cache_dir, sft_steps, seed)
     store = LineageStore(db)
+
+    def save(metrics: dict[str, Any]) -> int:
+        """The next policy version; a server database keeps its weights under --policy-dir."""
+        path = None
+        if policy_dir is not None or store.path is None:
+            nxt = 0 if trainer.version is None else trainer.version + 1
+            path = Path(policy_dir or "policies") / run_id / f"v{nxt}"
+        return trainer.save_version(metrics=metrics, path=path)
+
     if run_id is None or run_id not in {r["id"] for r in store.list_runs()}:
         run_id = store.create_run(name=f"train-{task_name}-{objective_name}", run_id=run_id, seed=seed, config={
             "task": task_name, "objective": objective_name, "objective_args": parse_kv(objective_arg, "x"),
             "task_args": parse_kv(task_arg, "x"), "trainer": tcfg, "model": model_dir})
         trainer = PolicyTrainer(model, tokenizer, objective, config, store=store, run_id=run_id)
-        trainer.save_version(metrics={"step": 0})
+        save({"step": 0})
     else:
         trainer = PolicyTrainer.from_store(store, run_id, objective, config)
     store.set_state(run_id, "task", {"name": task_name, "args": parse_kv(task_arg, "x")})
@@ -109,12 +121,12 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
             keys = ("reward_mean", "loss", "kl", "entropy", "clip_fraction")
             console.print(f"step {trainer.global_step}: " + "  ".join(f"{k}={stats[k]:.4g}" for k in keys if k in stats))
         if save_every and (step + 1) % save_every == 0 and step != steps - 1:
-            trainer.save_version(metrics=stats)
+            save(stats)
 
     history = train_on_task(task, trainer, steps=steps, prompts_per_step=prompts_per_step, G=G, seed=seed,
                             outcome_key=outcome_key, cluster_key=cluster_key, temperature=config.temperature,
                             binary=objective_name == "passk", callback=report)
-    version = trainer.save_version(metrics=history[-1] if history else {})
+    version = save(history[-1] if history else {})
     console.print(f"run {run_id}: stored policy version {version} (step {trainer.global_step}) in {shown(db)}",
                   markup=False, highlight=False)
 

@@ -38,12 +38,23 @@ _FAR = 1e18                   # the counter row never expires
 
 
 def init_budget(c: Connection, run_id: str, stored: int) -> None:
-    """Create the counter with ``stored`` children unless it exists (start and resume)."""
-    exists = c.execute(text("SELECT 1 FROM run_state WHERE run_id = :r AND key = :k"),
-                       {"r": run_id, "k": BUDGET_KEY}).first()
-    if exists is None:
-        c.execute(text("INSERT INTO run_state (run_id, key, value, updated_at) VALUES (:r, :k, :v, :t)"),
-                  {"r": run_id, "k": BUDGET_KEY, "v": json.dumps(int(stored)), "t": _FAR})
+    """Create the counter with ``stored`` children unless it exists (start and resume).
+
+    ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE`` on SQLite): two controllers
+    creating one shared counter at the same moment both succeed, and the first value stays.
+    """
+    params = {"r": run_id, "k": BUDGET_KEY, "v": json.dumps(int(stored)), "t": _FAR}
+    if c.dialect.name == "postgresql":
+        c.execute(text("INSERT INTO run_state (run_id, key, value, updated_at) VALUES (:r, :k, :v, :t) "
+                       "ON CONFLICT (run_id, key) DO NOTHING"), params)
+    elif c.dialect.name == "sqlite":
+        c.execute(text("INSERT OR IGNORE INTO run_state (run_id, key, value, updated_at) "
+                       "VALUES (:r, :k, :v, :t)"), params)
+    else:
+        exists = c.execute(text("SELECT 1 FROM run_state WHERE run_id = :r AND key = :k"), params).first()
+        if exists is None:
+            c.execute(text("INSERT INTO run_state (run_id, key, value, updated_at) VALUES (:r, :k, :v, :t)"),
+                      params)
 
 
 def take_budget(c: Connection, run_id: str, n: int, total: int) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, create_engine, func, insert, select, text, update
 from sqlalchemy.engine import make_url
 
-from qdevolve.db import _engine, _open, _queries, _rows
+from qdevolve.db import _engine, _open, _queries, _rows, claims
 from qdevolve.db import schema as S
 from qdevolve.db._codec import dumps, finite_or_none, loads
 from qdevolve.db._codec import text as text_col
@@ -30,7 +30,11 @@ from qdevolve.db.records import EdgeRecord, EvaluationRecord, RewardRecord, RunC
 from qdevolve.errors import DatabaseError
 from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout, new_id
 
-__all__ = ["LineageStore", "open_store", "dumps", "loads", "RunLease", "RunLocked"]
+__all__ = ["LineageStore", "open_store", "dumps", "loads", "RunLease", "RunLocked", "BudgetSpent"]
+
+
+class BudgetSpent(DatabaseError):
+    """:meth:`LineageStore.write` with ``budget=`` found the counter full: nothing was stored."""
 
 _MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 
@@ -169,7 +173,8 @@ class LineageStore:
               events: Sequence[ArchiveEvent] = (),
               rollouts: Sequence[Rollout] = (),
               rewards: Sequence[RewardRecord] = (),
-              state: dict[str, Any] | None = None) -> None:
+              state: dict[str, Any] | None = None,
+              budget: tuple[str, int, int] | None = None) -> None:
         """Store everything given in one transaction (all of it, or nothing on a crash).
 
         Args:
@@ -182,6 +187,15 @@ class LineageStore:
             rollouts: Model completions (with their reward, when known).
             rewards: Rewards of rollouts stored earlier.
             state: Run-state keys to upsert (JSON values).
+            budget: ``(counter, n, total)``: claim ``n`` units of the budget counter
+                ``counter`` (a run id, or a pool shared by several runs; see
+                :mod:`qdevolve.db.claims`) in this same transaction, so the claim commits or
+                rolls back with the rows it pays for. Several controllers on one database
+                can never store more than ``total`` children between them.
+
+        Raises:
+            BudgetSpent: the claim would pass ``total`` (or the counter does not exist);
+                nothing of the batch is stored.
         """
         if state and not run_id:
             raise ValueError("write(state=...) needs run_id")
@@ -189,6 +203,9 @@ class LineageStore:
                                                self._run_ids_of, self.name)
         ctx = {"now": time.time(), "run_id": run_id or ""}
         with self._begin() as c:
+            if budget is not None and not claims.take_budget(c, budget[0], budget[1], budget[2]):
+                raise BudgetSpent(f"{self.name}: budget counter {budget[0]!r} has no {budget[1]} "
+                                  f"unit(s) left of {budget[2]}")
             self._insert(c, _rows.PROGRAM, programs, ctx)
             self._insert(c, _rows.EDGE, edge_recs, ctx)
             self._insert(c, _rows.EVALUATION, evals, ctx)
@@ -199,9 +216,38 @@ class LineageStore:
                     reward=finite_or_none(r.reward), cluster_key=text_col(r.cluster_key),
                     reward_vector=None if r.reward_vector is None else dumps(r.reward_vector)))
             if state:
-                c.execute(S.run_state.delete().where(S.run_state.c.run_id == run_id,
-                                                     S.run_state.c.key.in_(list(state))))
-                self._insert(c, _rows.STATE, list(state.items()), ctx)
+                self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in state.items()])
+
+    def _upsert_state(self, c: Connection, rows: list[dict[str, Any]]) -> None:
+        """``INSERT ... ON CONFLICT (run_id, key) DO UPDATE``: race-free when two writers set
+        one key at once (a delete-then-insert lets both deletes pass on PostgreSQL, and the
+        second insert then fails on the primary key)."""
+        dialect = self.engine.dialect.name
+        if dialect in ("postgresql", "sqlite"):
+            if dialect == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            else:
+                from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            stmt = dialect_insert(S.run_state)
+            c.execute(stmt.on_conflict_do_update(
+                index_elements=[S.run_state.c.run_id, S.run_state.c.key],
+                set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at}), rows)
+            return
+        for row in rows:  # other dialects: one writer per run (the lease) keeps this safe
+            c.execute(S.run_state.delete().where(S.run_state.c.run_id == row["run_id"],
+                                                 S.run_state.c.key == row["key"]))
+            c.execute(insert(S.run_state), row)
+
+    def init_budget(self, counter: str, stored: int) -> None:
+        """Create the budget counter ``counter`` with ``stored`` units unless it exists (a run's
+        start and resume; see :mod:`qdevolve.db.claims`)."""
+        with self._begin() as c:
+            claims.init_budget(c, counter, stored)
+
+    def budget_stored(self, counter: str) -> int | None:
+        """Units the budget counter has counted (``None`` before :meth:`init_budget`)."""
+        with self._connect() as c:
+            return claims.budget_stored(c, counter)
 
     def _insert(self, c: Connection, mapper: _rows.Mapper[Any], items: Sequence[Any], ctx: dict[str, Any]) -> None:
         """``executemany`` of the mapper's rows straight on the driver (the fast path), or

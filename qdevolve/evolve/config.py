@@ -27,6 +27,7 @@ the file, the YAML path and the keys that exist.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
                    "early_stopping_metric", "max_tasks_per_child", "llm", "database",
                    "evolution_trace")
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
-            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options")
+            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options", "budget_pool")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
               "open_files", "network", "env", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
@@ -69,6 +70,9 @@ class RunConfig:
                 "executor plugin such as 'ray'."})
     executor_options: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "Options of the executor plugin (e.g. a Ray address and per-task resources)."})
+    budget_pool: str | None = field(default=None, metadata={
+        "help": "Share the budget (--iterations, the pool's total) with every run of this database "
+                "started with the same pool name (islands driven by several controllers)."})
     archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"}, metadata={
         "help": "Archive plugin: map_elites, islands, dgm, novelty, ...", "plugin": True})
     selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"}, metadata={
@@ -93,6 +97,12 @@ class RunConfig:
         d["warnings"] = list(self.warnings)
         return d
 
+    def __post_init__(self) -> None:
+        pool = self.budget_pool
+        if pool is not None and (not isinstance(pool, str) or not _POOL.fullmatch(pool)):
+            raise ConfigError(f"run.budget_pool: expected a name of 1-59 letters, digits, '.', '_' or '-', "
+                              f"got {pool!r}")
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         known = {f.name for f in fields(cls)}
@@ -102,6 +112,9 @@ class RunConfig:
 
     def with_overrides(self, **overrides: Any) -> RunConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+_POOL = re.compile(r"[A-Za-z0-9_.-]{1,59}")  # the counter's run_id is "pool:<name>" (64 characters)
 
 
 def cli_fields() -> list[tuple[str, str, type, str, bool]]:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from qdevolve.db._open import display_target
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.textsafe import terminal_safe_line
 
@@ -60,7 +61,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t = Table(title="qdevolve run summary", show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value")
-    t.add_row("database", summary.db)
+    t.add_row("database", terminal_safe_line(display_target(str(summary.db))))
     t.add_row("run", summary.run_id)
     t.add_row("evaluations", f"{summary.evaluations} (budget {summary.budget} children + seed)")
     t.add_row("stopped by", terminal_safe_line(summary.stop_reason))
@@ -81,7 +82,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     console.print(t)
-    db = summary.db
+    from rich.markup import escape
+
+    db = escape(terminal_safe_line(display_target(str(summary.db))))  # a URL's password masked
     console.print("Inspect it:")
     console.print(f"  qdevolve lineage tree --db {db}")
     if summary.best_program_id:

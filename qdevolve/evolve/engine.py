@@ -30,7 +30,7 @@ import numpy as np
 
 from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
-from qdevolve.db.store import LineageStore
+from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
 from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve import loop
@@ -63,7 +63,10 @@ class Evolution:
                  listener: TrainingListener | None = None, backend: Backend | None = None) -> None:
         self.store, self.run_id, self.example, self.config = store, run_id, example, config
         self.progress, self.console = progress, console
-        self.plugins = plugins or EnginePlugins.build(config)
+        if plugins is None:
+            plugins = EnginePlugins.build(config)
+            plugins.plugin_files = tuple(Path(pf["path"]) for pf in store.plugin_files(run_id))
+        self.plugins = plugins
         self.archive, self.executor = self.plugins.archive, self.plugins.executor
         self.listener = listener if listener is not None else _default_listener(store, run_id, config)
         self.backend: Backend | None = backend or (self.listener.backend if self.listener is not None else None) \
@@ -86,6 +89,11 @@ class Evolution:
         self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # tokens / cost
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._rebuild()
+        # The budget counter each stored child claims in its own transaction (qdevolve.db.claims):
+        # the run's own, or a pool shared by the runs of several controllers on one database.
+        self.budget_counter = f"pool:{config.budget_pool}" if config.budget_pool else run_id
+        store.init_budget(self.budget_counter, 0 if config.budget_pool else self.ledger.stored)
+        self._pool_spent = False
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -97,11 +105,15 @@ class Evolution:
         A seed that does not evaluate ``ok`` or that the archive cannot place is a setup error
         raised before the run row exists, so nothing half-made is left behind."""
         plugins = EnginePlugins.build(config)  # a bad name fails before any evaluation is spent
+        plugins.plugin_files = tuple(Path(pf.path) for pf in plugin_files)
         try:
             seeds, outcomes, events = [], [], []
             for path, code in example.seeds:
                 seed = Program(code=code, run_id="seed-check", operator="seed", language=example.language)
-                outcome = plugins.executor.submit(plugins.job(seed, example)).result()
+                try:
+                    outcome = plugins.executor.submit(plugins.job(seed, example)).result()
+                except WorkerLost as exc:
+                    raise RunAborted(f"{path}: the seed could not be evaluated: {exc}") from None
                 plugins.check_seed(dataclasses.replace(example, seed_path=path), outcome.result)
                 try:
                     events.append(plugins.archive.add(seed, outcome.result))
@@ -127,8 +139,11 @@ class Evolution:
 
     @classmethod
     def resume(cls, store: LineageStore, run_id: str, *, iterations: int | None = None, progress: bool = True,
-               console: Any = None, example_dir: str | None = None, **kw: Any) -> Evolution:
-        """Continue a stored run from the database alone (``iterations``: the new total budget)."""
+               console: Any = None, example_dir: str | None = None,
+               executor_options: dict[str, Any] | None = None, **kw: Any) -> Evolution:
+        """Continue a stored run from the database alone (``iterations``: the new total budget;
+        ``executor_options``: replace these of the stored executor options, e.g. a Ray
+        cluster's new address)."""
         from qdevolve.evolve.example import load_example
 
         run = store.get_run(run_id)
@@ -136,6 +151,8 @@ class Evolution:
         budget = iterations if iterations is not None else store.get_state(run["id"], "budget")
         if budget is not None:
             config = config.with_overrides(iterations=int(budget))
+        if executor_options:
+            config = config.with_overrides(executor_options={**config.executor_options, **executor_options})
         loaded = load_example(example_dir or run["example_dir"])
         example = dataclasses.replace(loaded, config=config)
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
@@ -236,6 +253,9 @@ class Evolution:
         rollout with its reward, inspiration edges, the random state and the model usage and
         ensemble statistics, in one transaction (``events``: already placed, e.g. a seed)."""
         stored_before = program.id in self._stored_unevaluated
+        claim = None if stored_before or program.operator == "seed" else (self.budget_counter, 1, self.config.iterations)
+        if claim is not None and self.config.budget_pool and self._pool_left() <= 0:
+            return self._pool_done()
         if events is None:
             events = self._archive_add(program, result)
         rollout = child.rollout if child is not None else None
@@ -243,12 +263,17 @@ class Evolution:
             parent = self.cache.get(program.parent_ids[0])[1] if program.parent_ids else None
             r = (self.listener.reward if self.listener is not None else score_reward)(program, result, events, parent)
             rollout.reward, rollout.reward_vector, rollout.cluster_key = r.reward, r.vector, r.cluster_key
-        self.store.write(
-            run_id=self.run_id, programs=() if stored_before else [program],
-            edges=child.edges if child is not None else (),
-            evaluations=[EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id)],
-            events=events, rollouts=[rollout] if rollout is not None else (),
-            state=self._state())
+        try:
+            self.store.write(
+                run_id=self.run_id, programs=() if stored_before else [program],
+                edges=child.edges if child is not None else (),
+                evaluations=[EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id)],
+                events=events, rollouts=[rollout] if rollout is not None else (),
+                state=self._state(), budget=claim)
+        except BudgetSpent:  # another controller took the pool's last units since _pool_left
+            if not self.config.budget_pool:
+                raise
+            return self._pool_done()
         self._stored_unevaluated.discard(program.id)
         self.ledger.note(program, result, new_program=not stored_before)
         if isinstance(self.plugins.selection, ChildObserver) and program.operator != "seed":
@@ -262,6 +287,17 @@ class Evolution:
                 self._reporter.report(model, result.score - parent_score)
         self._tick()
         return events
+
+    def _pool_left(self) -> int:
+        return self.config.iterations - (self.store.budget_stored(self.budget_counter) or 0)
+
+    def _pool_done(self) -> list[ArchiveEvent]:
+        """The shared pool is spent: this child is not stored, this controller stops."""
+        self._pool_spent = True
+        self.ledger.reserved = max(0, self.ledger.reserved - 1)
+        self.ledger.stop(f"budget: pool '{self.config.budget_pool}' spent ({self.config.iterations} "
+                         f"children across its runs)")
+        return []
 
     def _state(self) -> dict[str, Any]:
         state: dict[str, Any] = {"rng": self.rng.bit_generator.state}
@@ -298,7 +334,7 @@ class Evolution:
             if wall and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
                 self.backend.set_deadline(t0 + float(wall))
             asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
-            status = "finished" if self.ledger.stored >= self.config.iterations else "stopped"
+            status = "finished" if self.ledger.stored >= self.config.iterations or self._pool_spent else "stopped"
         except WorkerLost as exc:
             self.ledger.stop(f"worker lost: {exc}")
             raise RunAborted(f"{self.store.name}: run {self.run_id[:12]} stopped: {exc}; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -71,6 +72,7 @@ class EnginePlugins:
     limits: Any
     cascade: tuple[float, ...] | None
     novelty: Any = None
+    plugin_files: tuple[Path, ...] = ()  # ``--plugin`` files a remote worker loads before evaluating
 
     @property
     def sandbox_type(self) -> str:
@@ -102,7 +104,7 @@ class EnginePlugins:
 
     def job(self, program: Program, example: Example) -> EvalJob:
         return EvalJob(program=program, evaluator=example.evaluator_path, limits=self.limits, sandbox=self.sandbox,
-                       cascade_thresholds=self.cascade)
+                       plugin_files=self.plugin_files, cascade_thresholds=self.cascade)
 
     @staticmethod
     def check_seed(example: Example, result: EvalResult) -> None:

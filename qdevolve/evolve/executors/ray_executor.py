@@ -103,7 +103,9 @@ class RayExecutor:
         address: ``HOST:PORT`` of the cluster's head (the ``--port`` of ``ray start --head``),
             ``auto`` (``RAY_ADDRESS``, else the cluster started on this machine) or a
             ``ray://HOST:10001`` Ray Client address.
-        workers: Worker slots (actors); default: as many as the cluster's resources fit.
+        workers: Worker slots (actors); default: ``slots``, else as many as the cluster's
+            resources fit.
+        slots: The run's ``workers`` (the engine passes it); ``workers`` overrides it.
         num_cpus: CPUs reserved per evaluation.
         num_gpus: GPUs reserved per evaluation.
         memory: Memory reserved per evaluation (bytes or ``"2GiB"``); Ray schedules by it, the
@@ -127,7 +129,10 @@ class RayExecutor:
                  num_gpus: float = 0.0, memory: int | str | None = None,
                  resources: dict[str, float] | None = None, max_retries: int = 2,
                  placement_timeout_s: float = 120.0, connect_timeout_s: float = 15.0,
-                 runtime_env: dict[str, Any] | None = None, namespace: str | None = None) -> None:
+                 runtime_env: dict[str, Any] | None = None, namespace: str | None = None,
+                 slots: int | None = None) -> None:
+        if workers is None:
+            workers = slots
         if max_retries < 0:
             raise ConfigError(f"executor_options.max_retries: must be >= 0, got {max_retries}")
         if workers is not None and workers < 1:
