@@ -32,9 +32,9 @@ from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
-from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve import loop
 from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
+from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import WorkerLost
