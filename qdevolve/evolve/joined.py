@@ -12,12 +12,25 @@ than ``ok`` earns ``invalid_reward``, default 0):
 
 * ``score`` (default): the program's score;
 * ``improvement``: score minus the parent's score;
-* ``tests``: the mean of the per-test vector (falls back to the score).
+* ``tests``: the mean of the per-test vector (falls back to the score);
+* ``binary``: ``1.0`` if the score is ``>= correct_threshold`` (default 1.0), else ``0.0``
+  (the counting objectives, IPS/pass@k, want binary outcomes).
 
-The per-test vector (or ``[score]``) is the reward vector (VPO). Cluster keys
-(``train.cluster``) come from a ``cluster`` plugin: ``archive_cell`` (the niche the child
-landed in; children not admitted share ``cell:none``) or ``outcome`` (hash of the per-test
-vector and score), or any registered clusterer.
+Then the optional shaping (``train.shaping``, :mod:`qdevolve.rl.shaping`, off by default):
+``reward = shaping(reward, child_kind(...))`` with the child's code (``None`` for a failed
+mutation), its parents' code, the code hashes stored before it and its status, so a lazy,
+duplicate or failed child earns its configured reward in place of the base one.
+
+The per-test vector (or ``[reward]``) is the reward vector (VPO). Cluster keys
+(``train.cluster``) come from a ``cluster`` plugin, computed whether or not the archive
+admits the child: ``feature_cell`` (the child's own descriptor cell, from
+``EvalResult.features``), ``semantic`` (its outputs on probe inputs: ``outputs`` recorded by
+the evaluator in ``artifacts["outputs"]``, or a ``probe`` of its ``code``), ``ast_hash`` (its
+normalised syntax tree), ``outcome`` (hash of the per-test vector and score), or
+``archive_cell`` (the default: the niche the child landed in; children not admitted share
+``cell:none``), or any registered clusterer. The clusterer sees ``(completion, metadata)``
+with ``metadata`` holding ``code``, ``features``, ``outputs`` (when recorded), ``tests``,
+``score``, ``status``, ``program_id`` and ``archive_cell`` (when admitted).
 
 The loop is the plain engine with a :class:`JoinedListener` (a
 :class:`~qdevolve.evolve.listener.TrainingListener`, not an engine subclass): the engine
@@ -30,7 +43,7 @@ and one prompt form one group (ThetaEvolve samples 16, TTT-Discover 64).
 ``--train-every``/``--objective-arg`` flags): ``policy`` (``tiny``, a Hugging Face model
 directory, or ``vllm:PATH``), ``task`` (the tiny policy's task, default ``expr_dsl``),
 ``objective`` (``{type: ips, ...}``), ``every``, ``reward``, ``invalid_reward``,
-``cluster``, ``outcome`` (IPS's outcome identity: ``text`` of the completion or its
+``cluster``, ``shaping``, ``outcome`` (IPS's outcome identity: ``text`` of the completion or its
 ``behaviour``), ``correct_threshold`` (reward counted as correct for D_n), ``trainer``
 (:class:`qdevolve.rl.config.TrainerConfig` fields), ``operator`` (options of the
 ``policy`` mutation operator: ``prompt_template``, ``block_template``, ``temperature``...).
@@ -53,7 +66,7 @@ from qdevolve.types import ArchiveEvent, EvalResult, Program
 
 __all__ = ["JoinedListener", "JoinedEvolution", "TrainSettings", "apply_policy_options"]
 
-REWARDS = ("score", "improvement", "tests")
+REWARDS = ("score", "improvement", "tests", "binary")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +86,7 @@ class TrainSettings:
     group_size: int | None = None
     operator: dict[str, Any] = field(default_factory=dict)
     backend: dict[str, Any] = field(default_factory=dict)
+    shaping: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "train") -> TrainSettings:
@@ -91,6 +105,9 @@ class TrainSettings:
             raise ConfigError(f"{where}.outcome must be 'text' or 'behaviour', got {s.outcome!r}")
         if s.group_size is not None and (isinstance(s.group_size, bool) or int(s.group_size) < 1):
             raise ConfigError(f"{where}.group_size must be an integer >= 1, got {s.group_size!r}")
+        from qdevolve.rl.shaping import RewardShaping
+
+        RewardShaping.from_dict(s.shaping, f"{where}.shaping")  # one error line at config time
         if s.every < 1:
             raise ConfigError(f"{where}.every must be >= 1, got {s.every}")
         if s.objective.get("type") == "es":
@@ -159,6 +176,18 @@ class _LockedBackend:
         return None if close is None else close()
 
 
+class _StoredBefore:
+    """``code_hash in stored`` for the programs stored in the run before ``program`` (itself
+    excluded: a resumed child may already be stored); looked up in the store, not loaded."""
+
+    def __init__(self, store: LineageStore, run_id: str, program: Program) -> None:
+        self.store, self.run_id, self.program_id = store, run_id, program.id
+
+    def __contains__(self, code_hash: object) -> bool:
+        found = self.store.find_code_hash(self.run_id, str(code_hash))
+        return found is not None and found != self.program_id
+
+
 class JoinedListener:
     """Trains the policy behind the ``policy`` operator while the engine evolves (module docstring).
 
@@ -175,6 +204,9 @@ class JoinedListener:
         self.store, self.run_id = store, run_id
         self.trainer = self._load_trainer()
         self.clusterer = registry.cluster.create(self.settings.cluster)
+        from qdevolve.rl.shaping import RewardShaping
+
+        self.shaping = RewardShaping.from_dict(self.settings.shaping, "train.shaping")
         self.backend = self._make_backend()
         self.group_size: int | None = self.settings.group_size
         per_job = self.group_size or max(1, config.children_per_parent)
@@ -248,29 +280,52 @@ class JoinedListener:
         s = self.settings
         if result.status != "ok" or result.score is None or not math.isfinite(result.score):
             return s.invalid_reward
+        if s.reward == "binary":
+            return 1.0 if result.score >= s.correct_threshold else 0.0
         if s.reward == "improvement" and parent is not None:
             return float(result.score - (parent.score or 0.0))
         if s.reward == "tests" and result.tests:
             return float(sum(result.tests) / len(result.tests))
         return float(result.score)
 
+    def child_kind(self, program: Program, result: EvalResult) -> str:
+        """The shaping kind of ``program`` (:func:`qdevolve.rl.shaping.child_kind`): its code
+        against its parents' code and the programs the run stored before it."""
+        from qdevolve.rl.shaping import child_kind
+
+        failed = bool(program.metadata.get("failed_mutation"))
+        code = None if failed else program.code
+        parents = [self.store.get_program(pid).code for pid in program.parent_ids] if code else []
+        return child_kind(code=code, parent_codes=parents, stored_hashes=_StoredBefore(self.store, self.run_id, program),  # type: ignore[arg-type]
+                          status=result.status)
+
     def reward(self, program: Program, result: EvalResult, events: list[ArchiveEvent],
                parent: EvalResult | None) -> Reward:
-        """Gated reward, per-test vector and cluster key of the rollout behind ``program``."""
+        """Gated, shaped reward, per-test vector and cluster key of the rollout behind ``program``."""
         scalar = self._scalar(program, result, parent)
+        if self.shaping.enabled:
+            scalar = self.shaping(scalar, self.child_kind(program, result))
         if result.tests:
             self.n_tests = len(result.tests)
             vector = [float(t) for t in result.tests]
         else:  # failed programs score every test as the gated reward, so vectors line up
             vector = [scalar] * self.n_tests
-        cell = next((e.cell for e in events if e.cell), None)
+        text = program.metadata.get("completion") or program.code
+        return Reward(scalar, vector, self.cluster_key(program, result, events, text))
+
+    def cluster_key(self, program: Program, result: EvalResult, events: list[ArchiveEvent], text: str) -> str:
+        """The strategy key of the child, admitted by the archive or not (module docstring)."""
         meta: dict[str, Any] = {"program_id": program.id, "tests": result.tests,
                                 "score": None if result.score is None else round(result.score, 9),
-                                "status": result.status}
+                                "status": result.status, "features": dict(result.features)}
+        if program.code and not program.metadata.get("failed_mutation"):
+            meta["code"] = program.code
+        if result.artifacts.get("outputs") is not None:
+            meta["outputs"] = result.artifacts["outputs"]
+        cell = next((e.cell for e in events if e.cell), None)
         if cell is not None:
             meta["archive_cell"] = cell
-        text = program.metadata.get("completion") or program.code
-        return Reward(scalar, vector, str(self.clusterer((text, meta))))
+        return str(self.clusterer((text, meta)))
 
     # -- training ------------------------------------------------------------------------
     async def after_job(self, programs: list[Program]) -> None:
