@@ -3,6 +3,7 @@ Python API example run here (with small budgets and a scripted model server)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import subprocess
@@ -29,6 +30,7 @@ def readme_commands() -> list[str]:
     """Every `qdevolve ...` command in the README's bash blocks (comments and `;` split off)."""
     out = []
     for block in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        block = re.sub(r"\\\n\s*", " ", block)  # shell line continuations
         for line in block.splitlines():
             for part in line.split("  #")[0].split(";"):
                 part = part.strip()
@@ -75,6 +77,28 @@ def test_readme_commands_run(tmp_path: Path) -> None:
                 for opt in (w for w in words if w.startswith("--")):
                     assert opt in r.stdout, (cmd, opt)
                 continue
+            if cmd.startswith("qdevolve serve"):
+                _check_serve(_concrete(cmd, {"archives/RUN.sqlite": str(db)}))
+                continue
+            if "--executor ray" in cmd:
+                ray_address = os.environ.get("QDEVOLVE_TEST_RAY_ADDRESS")
+                if not ray_address:  # no cluster here: the documented options must exist
+                    r = subprocess.run([sys.executable, "-m", "qdevolve", "run", "--help"], capture_output=True,
+                                       text=True, timeout=120, cwd=ROOT)
+                    for opt in (w for w in cmd.split() if w.startswith("--")):
+                        assert opt in r.stdout, (cmd, opt)
+                    continue
+                target = os.environ.get("QDEVOLVE_TEST_PG_URL")
+                cmd = cmd.replace("HEAD:6379", ray_address)
+                cmd = re.sub(r"--db \S+", "", cmd)
+                extra = ["--db", str(tmp_path / "ray.sqlite") if not target else target,
+                         "--iterations", "4", "--no-progress", "--sandbox", "local"]
+                if target:
+                    extra += ["--budget-pool", f"readme{os.getpid()}"]
+                r = subprocess.run(_concrete(cmd, subs) + extra, capture_output=True, text=True, timeout=300,
+                                   cwd=ROOT)
+                assert r.returncode == 0, (cmd, r.stderr[-2000:])
+                continue
             if cmd.startswith("qdevolve run examples/circle_packing --iterations"):
                 extra = ["--db", str(db), "--no-progress", "--sandbox", "local"]
             elif cmd.startswith("qdevolve run "):
@@ -93,6 +117,39 @@ def test_readme_commands_run(tmp_path: Path) -> None:
             argv = _concrete(cmd, subs) + extra
             r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
             assert r.returncode == 0, (cmd, argv, r.stderr[-2000:])
+
+
+def _check_serve(argv: list[str]) -> None:
+    """Start the documented ``serve`` command on a free port, load its first page, stop it."""
+    import urllib.request
+
+    proc = subprocess.Popen([*argv, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT)
+    try:
+        url = None
+        for _ in range(200):
+            line = proc.stdout.readline()
+            m = re.search(r"http://127\.0\.0\.1:\d+/?", line)
+            if m:
+                url = m.group(0)
+                break
+            if not line and proc.poll() is not None:
+                break
+        assert url, "qdevolve serve printed no URL"
+        import time
+
+        for attempt in range(60):  # the URL is printed just before the server listens
+            try:
+                with urllib.request.urlopen(url, timeout=60) as resp:
+                    assert resp.status == 200
+                break
+            except OSError:
+                if attempt == 59:
+                    raise
+                time.sleep(0.5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_readme_python_api_example(tmp_path: Path) -> None:
