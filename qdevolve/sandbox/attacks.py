@@ -315,6 +315,9 @@ class CheckRow:
         return not self.failures
 
 
+FLOOD_STORED_BYTES = 64 * 1024  # stored output at least this long after a flood must be marked truncated
+
+
 def check_limits() -> SandboxLimits:
     """Small limits that keep the catalogue fast (wall 3 s, CPU 1 s, 256 MiB, 32 processes)."""
     return SandboxLimits(wall_s=3.0, cpu_s=1.0, memory_mb=256, processes=32,
@@ -364,8 +367,11 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
     for key in ("stdout", "stderr"):
         if len(result.artifacts.get(key, "").encode("utf-8", "replace")) > 4 * limits.output_bytes:
             failures.append(f"artifact {key} exceeds the output cap")
-    if attack.max_output and "truncated" not in result.artifacts:
-        failures.append("flooded output not marked truncated")
+    stored = sum(len(result.artifacts.get(k, "")) for k in ("stdout", "stderr"))
+    if attack.max_output and stored >= FLOOD_STORED_BYTES and "truncated" not in result.artifacts:
+        # a flood that is stored (in part) must say so; one stored not at all (docker, where a
+        # candidate's stdout never reaches the controller after a kill) is bounded already
+        failures.append("flooded output stored without the truncated marker")
     sums = host.sums()
     if sums != host.checksums:
         failures.append(f"host files changed: {sorted(k for k in sums if sums[k] != host.checksums[k])}")

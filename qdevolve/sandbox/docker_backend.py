@@ -44,6 +44,8 @@ from qdevolve.types import EvalResult, Program
 
 __all__ = ["DockerSandbox", "DEFAULT_IMAGE", "docker_available"]
 
+EXEC_GRACE_S = 1.0  # docker exec start-up: the backstop kill waits this long past wall_s
+
 DEFAULT_IMAGE = "qdevolve-sandbox:latest"
 _IDLE = "import time\nwhile True: time.sleep(3600)\n"
 _USER = 65534
@@ -315,8 +317,11 @@ class DockerSandbox:
 
         reader = threading.Thread(target=pump, daemon=True, name="qdevolve-docker-reader")
         reader.start()
-        reader.join(limits.wall_s)
-        deadline = start + limits.wall_s
+        # The runner inside stops its candidate a little before ``wall_s`` and still writes its
+        # record; the hard kill here is the backstop, later by the exec start-up time.
+        hard_s = limits.wall_s + EXEC_GRACE_S
+        reader.join(hard_s)
+        deadline = start + hard_s
         info = api.exec_inspect(exec_id)
         while info.get("Running") and time.monotonic() < deadline:  # the stream ended early
             time.sleep(0.05)
