@@ -3,7 +3,8 @@
 Native layout (every section optional; every plugin slot is ``{type: NAME, ...kwargs}``)::
 
     run:        {iterations: 200, seed: 0, workers: 2, wall_time_s: null, max_pending: null,
-                 children_per_parent: 1, max_duplicate_streak: 200, executor: local,
+                 children_per_parent: 1, max_duplicate_streak: 200, fail_fast_children: 5,
+                 executor: local,
                  executor_options: {}}
     archive:    {type: map_elites, ...}
     selection:  {type: tournament, ...}
@@ -45,7 +46,7 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
                    "early_stopping_metric", "max_tasks_per_child", "llm", "database",
                    "evolution_trace")
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
-            "children_per_parent", "max_duplicate_streak", "name", "executor", "executor_options", "budget_pool")
+            "children_per_parent", "max_duplicate_streak", "fail_fast_children", "name", "executor", "executor_options", "budget_pool")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
               "open_files", "network", "env", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
@@ -64,6 +65,7 @@ class RunConfig:
     max_pending: int | None = field(default=None, metadata={"help": "Parent plans in flight (default: workers, or 4x workers with a model backend)."})
     children_per_parent: int = field(default=1, metadata={"help": "Children sampled per parent prompt (the RL group size)."})
     max_duplicate_streak: int = field(default=200, metadata={"help": "Stop when this many consecutive children are duplicates."})
+    fail_fast_children: int = field(default=5, metadata={"help": "Stop (exit 1) when each of the run's first N children failed for the same reason (0: never)."})
     name: str | None = field(default=None, metadata={"help": "Run name."})
     executor: str = field(default="local", metadata={
         "help": "Where evaluations run: 'local' (threads in the controller, one warm sandbox each) or an "
@@ -177,13 +179,13 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
     for key in RUN_KEYS:
         if key in run and run[key] is not None:
             kw[key] = run[key]
-    for key in ("iterations", "workers", "children_per_parent", "max_duplicate_streak"):
+    for key in ("iterations", "workers", "children_per_parent", "max_duplicate_streak", "fail_fast_children"):
         if key in kw:
             try:
                 kw[key] = int(kw[key])
             except (TypeError, ValueError, OverflowError):
                 raise ConfigError(f"{where}: 'run.{key}' must be an integer, got {kw[key]!r}") from None
-            if kw[key] < (0 if key == "iterations" else 1):
+            if kw[key] < (0 if key in ("iterations", "fail_fast_children") else 1):
                 raise ConfigError(f"{where}: 'run.{key}' must be positive, got {kw[key]}")
     if not isinstance(kw.get("executor", "local"), str):
         raise ConfigError(f"{where}: 'run.executor' must be an executor plugin name, got {kw['executor']!r}")

@@ -24,7 +24,7 @@ import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
@@ -39,12 +39,13 @@ from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import WorkerLost
 from qdevolve.evolve.executors.local import make_sandbox
+from qdevolve.evolve.hooks import ChildObserver, DeadlineAware, StatefulBackend, fixed_code_checked
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
 from qdevolve.evolve.summary import RunSummary, summarize
 from qdevolve.mutation.base import Candidate
-from qdevolve.mutation.fixed_code import fixed_code_violation
+from qdevolve.textsafe import terminal_safe_line
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
 __all__ = ["Evolution", "RunSummary", "make_limits", "make_sandbox", "default_db_path"]
@@ -205,7 +206,7 @@ class Evolution:
             cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
         self.budget.observe_candidates(cands)
-        cands = [_fixed_code_checked(plan.parent, c) for c in cands]
+        cands = [fixed_code_checked(plan.parent, c) for c in cands]
         kept = [c for c in self.breeder.children(plan, cands) if self._admit(c)]
         self.ledger.reserved -= plan.n - len(kept)
         return kept
@@ -276,6 +277,12 @@ class Evolution:
             return self._pool_done()
         self._stored_unevaluated.discard(program.id)
         self.ledger.note(program, result, new_program=not stored_before)
+        if program.operator != "seed":
+            common = self.ledger.early_failure(result, self.config.fail_fast_children)
+            if common is not None:
+                raise RunAborted(f"the first {self.config.fail_fast_children} children all failed the same way "
+                                 f"({result.status}: {terminal_safe_line(common)}); fix the cause, then "
+                                 f"'qdevolve resume --db {self.store.name}'")
         if isinstance(self.plugins.selection, ChildObserver) and program.operator != "seed":
             self.plugins.selection.observe_child(program.parent_ids, result.score if result.ok else None)
         if result.ok and result.score is not None:
@@ -393,43 +400,6 @@ class Evolution:
     @property
     def sandbox_name(self) -> str:
         return self.plugins.sandbox_type
-
-
-@runtime_checkable
-class StatefulBackend(Protocol):
-    """A backend with state to keep across resume (the LLM ensemble's bandit statistics)."""
-
-    def state(self) -> dict[str, Any]: ...
-
-    def restore(self, state: dict[str, Any]) -> None: ...
-
-
-@runtime_checkable
-class ChildObserver(Protocol):
-    """A selection rule that learns from the children it led to (``best_child``)."""
-
-    def observe_child(self, parent_ids: Any, score: float | None) -> None: ...
-
-
-@runtime_checkable
-class DeadlineAware(Protocol):
-    """A backend that abandons requests in flight at the run's wall-time deadline."""
-
-    def set_deadline(self, deadline: float) -> None: ...
-
-
-_SELF_CHECKING = frozenset({"diff", "rewrite", "crossover"})  # the LLM operators run the check themselves
-
-
-def _fixed_code_checked(parent: Program, cand: Candidate) -> Candidate:
-    """The candidate, or a failed one when its EVOLVE-BLOCK changes the fixed code's meaning
-    (checked for every operator, plugins included; the LLM operators check it themselves)."""
-    if cand.code is None or cand.operator in _SELF_CHECKING or parent.language != "python":
-        return cand
-    reason = fixed_code_violation(parent.code, cand.code)
-    if reason is None:
-        return cand
-    return dataclasses.replace(cand, code=None, error=f"rejected: {reason}")
 
 
 def _default_listener(store: LineageStore, run_id: str, config: RunConfig) -> TrainingListener | None:

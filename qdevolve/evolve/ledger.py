@@ -15,6 +15,7 @@ progress display and the run summary read nothing else. Budget terms:
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
 __all__ = ["RunLedger"]
+
+
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass
@@ -50,6 +54,8 @@ class RunLedger:
                   seed_score=c.seed_score, best_score=c.best_score, best_id=c.best_id,
                   by_status=Counter(c.by_status))
         led.evaluated_at_start = led.evaluated
+        if led.evaluated:  # the early children's reasons are not replayed: no fail-fast on resume
+            led.early_reasons = None
         return led
 
     @property
@@ -66,6 +72,8 @@ class RunLedger:
         if self.stop_reason is None:
             self.stop_reason = reason
 
+    early_reasons: set[str] | None = field(default_factory=set)  # reasons of the first children (fail fast)
+
     def note(self, program: Program, result: EvalResult, *, new_program: bool) -> None:
         """Count one told evaluation (``new_program``: the program was stored with it)."""
         self.by_status[result.status] += 1
@@ -79,6 +87,26 @@ class RunLedger:
         if result.status == "ok" and score is not None and math.isfinite(score):
             if self.best_score is None or score > self.best_score:
                 self.best_score, self.best_id = score, program.id
+
+    def early_failure(self, result: EvalResult, limit: int) -> str | None:
+        """The common reason when each of the run's first ``limit`` children failed alike.
+
+        Called for every told child; only the first ``limit`` children of the run count (a
+        resumed run that already has them never stops here). Reasons are compared on their
+        first line with digits masked, so 'port 8000' and 'port 8001' are one reason.
+        """
+        if limit <= 0 or self.evaluated > limit:
+            return None
+        if result.ok:
+            self.early_reasons = None
+            return None
+        if self.early_reasons is None:
+            return None
+        first = (result.error or result.status).strip().splitlines()
+        self.early_reasons.add(_DIGITS.sub("N", first[0] if first else result.status)[:200])
+        if self.evaluated == limit and len(self.early_reasons) == 1:
+            return next(iter(self.early_reasons))
+        return None
 
     def duplicate(self, limit: int, what: str = "duplicate") -> None:
         """One more duplicate child; stop at ``limit`` in a row."""

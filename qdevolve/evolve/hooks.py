@@ -1,0 +1,61 @@
+"""Optional capabilities the engine uses when a plugin has them, declared as protocols.
+
+* :class:`StatefulBackend` - the LLM ensemble's bandit statistics, stored with each ``tell``
+  and restored on resume;
+* :class:`DeadlineAware` - a backend that abandons requests in flight at the wall time;
+* :class:`ChildObserver` - a selection rule that learns from the children it led to
+  (``best_child``).
+
+:func:`fixed_code_checked` applies the fixed-code rule (the EVOLVE-BLOCK may not change the
+meaning of the code around it) to candidates of every operator, plugins included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol, runtime_checkable
+
+from qdevolve.mutation.base import Candidate
+from qdevolve.mutation.fixed_code import fixed_code_violation
+from qdevolve.types import Program
+
+__all__ = ["StatefulBackend", "DeadlineAware", "ChildObserver", "fixed_code_checked"]
+
+
+@runtime_checkable
+class StatefulBackend(Protocol):
+    """A backend with state to keep across resume (the LLM ensemble's bandit statistics)."""
+
+    def state(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class ChildObserver(Protocol):
+    """A selection rule that learns from the children it led to (``best_child``)."""
+
+    def observe_child(self, parent_ids: Any, score: float | None) -> None: ...
+
+
+@runtime_checkable
+class DeadlineAware(Protocol):
+    """A backend that abandons requests in flight at the run's wall-time deadline."""
+
+    def set_deadline(self, deadline: float) -> None: ...
+
+
+_SELF_CHECKING = frozenset({"diff", "rewrite", "crossover"})  # the LLM operators run the check themselves
+
+
+def fixed_code_checked(parent: Program, cand: Candidate) -> Candidate:
+    """The candidate, or a failed one when its EVOLVE-BLOCK changes the fixed code's meaning
+    (checked for every operator, plugins included; the LLM operators check it themselves)."""
+    if cand.code is None or cand.operator in _SELF_CHECKING or parent.language != "python":
+        return cand
+    reason = fixed_code_violation(parent.code, cand.code)
+    if reason is None:
+        return cand
+    return dataclasses.replace(cand, code=None, error=f"rejected: {reason}")
+
+
