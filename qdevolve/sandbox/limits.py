@@ -230,7 +230,10 @@ def render_bwrap_argv(
     # evaluator reads nor fill the host's disk
     work = f"{SANDBOX_ROOT}/work"
     argv += ["--size", str(int(limits.work_mb) * _MIB), "--tmpfs", work]
-    programs = sorted(n for n in os.listdir(workdir) if n.startswith("program.")) or ["program.py"]
+    try:  # program.<ext> of the program's language, as staged
+        programs = sorted(n for n in os.listdir(workdir) if n.startswith("program.")) or ["program.py"]
+    except OSError:
+        programs = ["program.py"]
     for name in (*programs, ".qdevolve-run"):  # program.<ext> of the program's language
         argv += ["--ro-bind", f"{workdir}/{name}", f"{work}/{name}"]
     argv += [

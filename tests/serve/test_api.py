@@ -113,8 +113,12 @@ def test_database_is_opened_read_only(tmp_path: Path, run_db: Path) -> None:
 def test_missing_tables_and_unknown_columns(tmp_path: Path, run_db: Path) -> None:
     db = copy_db(run_db, tmp_path)
     con = sqlite3.connect(db)
-    con.executescript("DROP TABLE policy_versions; DROP TABLE rollouts; ALTER TABLE evaluations ADD COLUMN worker TEXT;"
-                      "UPDATE evaluations SET worker = 'node-7';")
+    cols = {r[1] for r in con.execute("PRAGMA table_info(evaluations)")}
+    if "worker" not in cols:  # a database written before evaluations.worker existed
+        con.execute("ALTER TABLE evaluations ADD COLUMN worker TEXT")
+    con.executescript("DROP TABLE policy_versions; DROP TABLE rollouts;"
+                      "ALTER TABLE evaluations ADD COLUMN from_a_newer_version TEXT;"
+                      "UPDATE evaluations SET worker = 'node-7', from_a_newer_version = 'x';")
     con.commit()
     pid = con.execute("SELECT id FROM programs ORDER BY seq LIMIT 1").fetchone()[0]
     con.close()
