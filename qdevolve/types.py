@@ -1,7 +1,7 @@
 """The shared vocabulary: :class:`Program`, :class:`EvalResult`, :class:`Rollout`.
 
 Every room of qdevolve (store, sandbox, archives, mutations, the RL trainer) speaks in
-these three types; see ``ARCHITECTURE.md``. This module imports nothing else from qdevolve.
+these three types; see ``docs/engine.md``. This module imports nothing else from qdevolve.
 """
 
 from __future__ import annotations
