@@ -22,7 +22,7 @@ def _make(backend: str, warm: bool, image: str | None):
 
     name = best_available() if backend == "auto" else backend
     spec: dict = {"type": name}
-    if name in ("docker", "local"):
+    if name in ("docker", "local", "bwrap"):
         spec["warm"] = warm
     if name == "docker" and image:
         spec["image"] = image
@@ -45,7 +45,7 @@ def sandbox() -> None:
 @click.option("--memory-mb", type=int, default=None, help="Memory limit in MiB (default 1024).")
 @click.option("--cascade", default=None, help="Cascade thresholds, comma-separated (e.g. 0.5,0.8).")
 @click.option("--warm/--no-warm", default=False,
-              help="docker: reuse a warm container; local: fork from a warm template.")
+              help="docker: reuse a warm container; local, bwrap: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--json", "as_json", is_flag=True, help="Print the EvalResult as JSON.")
 def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | None,
@@ -91,7 +91,7 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
 @sandbox.command("check")
 @click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True)
 @click.option("--warm/--no-warm", default=False,
-              help="docker: reuse a warm container; local: fork from a warm template.")
+              help="docker: reuse a warm container; local, bwrap: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--only", default=None, help="Comma-separated attack names (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")

@@ -1,5 +1,8 @@
 """The controller's side of the warm path: one zygote per worker thread (``zygote.py``).
 
+:class:`WarmPath` is the ``evaluate`` of the process backends with ``warm=True`` (``local``
+starts the template under ``unshare``, ``bwrap`` inside bubblewrap); a subclass renders the
+template's argv and says where the evaluator and work dir appear.
 :class:`Zygote` starts the template in its namespaces and waits until it is ready;
 :meth:`Zygote.run` sends one job with three fresh pipes (record, stderr, nonce), reads the
 record and the stderr tail under the wall clock, and returns what a cold run returns
@@ -11,15 +14,101 @@ from __future__ import annotations
 
 import marshal
 import os
+import secrets
 import select
 import signal
 import socket
 import subprocess
+import threading
 import time
+from pathlib import Path
 
+from qdevolve.languages import extension as language_extension
 from qdevolve.sandbox._bounded import Captured, Tail
+from qdevolve.sandbox.evaluator import build_result, parse_record
+from qdevolve.sandbox.limits import SandboxLimits, as_limits, render_env, render_rlimits
+from qdevolve.sandbox.runner import MAX_RECORD_BYTES
+from qdevolve.sandbox.status import Outcome
+from qdevolve.types import EvalResult
 
-__all__ = ["Zygote"]
+__all__ = ["Zygote", "WarmPath"]
+
+
+class WarmPath:
+    """``evaluate`` through one warm template per (worker thread, network) (mixed into a
+    :class:`~qdevolve.sandbox._process.ProcessSandbox`; see the module doc)."""
+
+    warm = False
+
+    def _init_warm(self, warm: bool) -> None:
+        self.warm = warm
+        self._zygotes: dict[tuple[int, bool], Zygote] = {}
+        self._zlock = threading.Lock()
+
+    # what a backend provides ------------------------------------------------------------
+    def _zygote_spec(self, limits: SandboxLimits) -> tuple[list[str], dict]:
+        """argv of the template (without its three trailing arguments) and its view."""
+        raise NotImplementedError
+
+    def _job_paths(self, evaluator: Path | None) -> dict:
+        """``evaluator`` (as the template sees it), ``rebind``, ``work``, ``home_work``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------
+    def _zygote(self, network: bool) -> Zygote:
+        key = (threading.get_ident(), network)
+        with self._zlock:
+            z = self._zygotes.get(key)
+        if z is None or not z.alive:
+            limits = self.limits.replace(network=network)
+            argv, view = self._zygote_spec(limits)
+            z = Zygote(argv, {**view, "sys_path": self.sys_path}, self.limits.tmpfs_mb,
+                       render_env(limits, sys_path=self.sys_path))
+            with self._zlock:
+                self._zygotes[key] = z
+        return z
+
+    def _evaluate_warm(self, program, evaluator, limits, cascade_thresholds) -> EvalResult:
+        if self._closed:
+            raise RuntimeError(f"{self.name} sandbox is closed")
+        limits = as_limits(limits) or self.limits
+        ev = self.staging.evaluator(evaluator)
+        uid = self._acquire_uid()
+        clean = False
+        try:
+            nonce = secrets.token_hex(16)
+            job = {
+                "program_source": program.code.encode("utf-8", "surrogateescape"),
+                "program_name": "program" + language_extension(program.language),
+                "cascade": None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
+                "rlimits": render_rlimits(limits), "cpu_s": float(limits.cpu_s),
+                "call_s": float(limits.call_s or limits.wall_s),
+                "run_s": float(limits.wall_s - min(1.0, 0.25 * limits.wall_s)),
+                "output_bytes": int(limits.output_bytes), "sys_path": self.sys_path, "uid": uid,
+                "tmp_mb": int(limits.tmpfs_mb), "work_mb": int(limits.work_mb),
+                "env": render_env(limits, sys_path=self.sys_path),
+                **self._job_paths(ev),
+            }
+            cap = self._zygote(limits.network).run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
+                                                   stdout_cap=MAX_RECORD_BYTES + 1)
+            clean = not cap.timed_out
+            record, why = parse_record(cap.stdout, nonce, clean_exit=cap.returncode == 0 and not cap.timed_out)
+            outcome = Outcome(exit_code=cap.returncode, shell_style=True, timed_out=cap.timed_out,
+                              record=record, record_error=why, record_missing=record is None and why is None,
+                              cpu_s=limits.cpu_s, cpu_used_s=None, stderr_tail=cap.stderr)
+            return build_result(outcome, runtime_s=cap.runtime_s, stdout="", stderr=cap.stderr,
+                                truncated=[k for k in cap.truncated if k != "stdout"],
+                                artifacts_bytes=limits.artifacts_bytes)
+        except OSError as exc:
+            return EvalResult(status="error", error=f"{self.name} warm sandbox failed: {exc}")
+        finally:
+            self._release_uid(uid, clean=clean)
+
+    def _close_warm(self) -> None:
+        with self._zlock:
+            zygotes, self._zygotes = list(self._zygotes.values()), {}
+        for z in zygotes:
+            z.kill()
 
 
 class Zygote:

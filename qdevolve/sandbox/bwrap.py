@@ -11,6 +11,7 @@ controller's wall clock kills bwrap and, through ``--die-with-parent``, everythi
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -22,9 +23,17 @@ from pathlib import Path
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
 from qdevolve.sandbox._process import ProcessSandbox
-from qdevolve.sandbox.limits import SANDBOX_ROOT, SandboxLimits, render_bwrap_argv
+from qdevolve.sandbox._warm import WarmPath
+from qdevolve.sandbox.limits import (
+    SANDBOX_ROOT,
+    SandboxLimits,
+    render_bwrap_argv,
+    render_bwrap_zygote_argv,
+)
 
 __all__ = ["BwrapSandbox", "bwrap_available"]
+
+log = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,19 +69,55 @@ def library_paths(python: str, sys_path: Sequence[str]) -> list[str]:
 
 
 @registry.sandbox("bwrap")
-class BwrapSandbox(ProcessSandbox):
-    """bubblewrap sandbox (see module doc); options as :class:`~qdevolve.sandbox.LocalSandbox`."""
+class BwrapSandbox(WarmPath, ProcessSandbox):
+    """bubblewrap sandbox (see module doc); options as :class:`~qdevolve.sandbox.LocalSandbox`.
+
+    ``warm=True`` (needs root; otherwise every evaluation is cold, with a warning): one
+    template per worker thread, started inside bubblewrap with only ``CAP_SYS_ADMIN``,
+    ``CAP_SETUID`` and ``CAP_SETGID`` kept, forks a fresh runner/candidate pair per
+    evaluation in new mount, pid and ipc namespaces with a fresh ``/tmp``, ``/dev/shm`` and
+    work dir, under the evaluation's own uid (``zygote.py``).
+    """
 
     name = "bwrap"
 
     def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None,
                  uid_base: int = 62000, uid_count: int = 2048, extra_sys_path: Sequence[str] = (),
-                 inherit_site_packages: bool = True) -> None:
+                 inherit_site_packages: bool = True, warm: bool = False) -> None:
         if not shutil.which("bwrap"):
             raise EvaluationSetupError("the bwrap sandbox needs bubblewrap: apt-get install bubblewrap")
         super().__init__(limits=limits, python=python, uid_base=uid_base, uid_count=uid_count,
                          extra_sys_path=extra_sys_path, inherit_site_packages=inherit_site_packages)
         self._ro = self._ro_paths()
+        if warm and not self.as_root:
+            log.warning("bwrap sandbox: the warm path needs root (the template keeps the "
+                        "capabilities to mount per evaluation); evaluating cold")
+        self._init_warm(warm and self.as_root)
+
+    # warm path --------------------------------------------------------------------------
+    def _zygote_spec(self, limits):
+        from qdevolve.sandbox.limits import render_env
+
+        argv = render_bwrap_zygote_argv(
+            self.python, str(self.staging.runner_dir), str(self.staging.eval_dir), limits=limits,
+            env=render_env(limits, sys_path=self.sys_path), ro_paths=self._ro)
+        return argv, {}
+
+    def _job_paths(self, evaluator):
+        inner = None if evaluator is None else (
+            f"{SANDBOX_ROOT}/evaluators/{evaluator.parent.name}/{evaluator.name}")
+        return {"evaluator": inner, "work": f"{SANDBOX_ROOT}/work", "home_work": False,
+                "rebind": [p for p in self._ro if p == "/tmp" or p.startswith("/tmp/")]}
+
+    def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
+        """As :meth:`ProcessSandbox.evaluate`; with ``warm`` a fork of the worker's template."""
+        if not self.warm:
+            return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
+        return self._evaluate_warm(program, evaluator, limits, cascade_thresholds)
+
+    def close(self) -> None:
+        self._close_warm()
+        super().close()
 
     def _ro_paths(self) -> list[str]:
         return library_paths(self.python, self.sys_path)

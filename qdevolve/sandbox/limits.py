@@ -20,6 +20,7 @@ __all__ = [
     "render_local_argv",
     "LOCAL_HIDDEN",
     "render_bwrap_argv",
+    "render_bwrap_zygote_argv",
     "render_docker_kwargs",
 ]
 
@@ -210,12 +211,7 @@ def render_bwrap_argv(
     argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
     for name, value in env.items():
         argv += ["--setenv", name, value]
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
+    argv += _bwrap_system()
     # The private /tmp first: interpreter or site-packages paths under /tmp (a checkout or
     # venv there) are bound on top of it below instead of being hidden by it.
     argv += ["--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
@@ -243,6 +239,69 @@ def render_bwrap_argv(
         "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py",
         f"{work}/.qdevolve-run",
     ]
+    return argv
+
+
+def _bwrap_system() -> list[str]:
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    return argv
+
+
+#: What the warm bwrap template keeps of root's capabilities (and only while it is root):
+#: mounts and new namespaces per evaluation, and the switch to the evaluation's uid.
+BWRAP_ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID")
+
+
+def render_bwrap_zygote_argv(
+    python: str, runner_dir: str, eval_dir: str, *, limits: SandboxLimits, env: dict[str, str],
+    ro_paths: list[str],
+) -> list[str]:
+    """argv of the warm ``bwrap`` template (run as root; ``zygote.py`` appends its arguments).
+
+    The same view as :func:`render_bwrap_argv` (read-only ``/usr``, interpreter and
+    ``ro_paths``; the runner at ``/qdevolve/runner``; private ``/tmp``, ``/dev/shm``,
+    ``/proc``, ``/dev``; new ipc, pid, uts, cgroup and, unless ``limits.network``, network
+    namespaces) with the staged evaluators read-only at ``/qdevolve/evaluators`` and an empty
+    ``/qdevolve/work``. Every capability is dropped except :data:`BWRAP_ZYGOTE_CAPS`: the
+    template mounts a fresh ``/tmp``, ``/dev/shm`` and work dir in new mount, pid and ipc
+    namespaces per evaluation and switches to its uid, which clears them for good.
+    """
+    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if not limits.network:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
+    for cap in BWRAP_ZYGOTE_CAPS:
+        argv += ["--cap-add", cap]
+    for name, value in env.items():
+        argv += ["--setenv", name, value]
+    argv += _bwrap_system()
+    argv += ["--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
+    # bwrap as root makes the mount points' parents 0700: the evaluation's uid must walk them
+    parents: list[str] = []
+    for path in [p for p in ro_paths if not p.startswith("/usr/")] + [f"{SANDBOX_ROOT}/runner"]:
+        up = os.path.dirname(path)
+        chain = []
+        while up not in ("/", "/tmp", ""):
+            chain.append(up)
+            up = os.path.dirname(up)
+        parents += [d for d in reversed(chain) if d not in parents]
+    for d in parents:
+        argv += ["--perms", "0755", "--dir", d]
+    for path in ro_paths:
+        if not path.startswith("/usr/"):
+            argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind", runner_dir, f"{SANDBOX_ROOT}/runner",
+             "--ro-bind", eval_dir, f"{SANDBOX_ROOT}/evaluators",
+             "--dir", f"{SANDBOX_ROOT}/work",
+             "--proc", "/proc", "--dev", "/dev",
+             "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/dev/shm",
+             "--chdir", "/",
+             "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/zygote.py"]
     return argv
 
 

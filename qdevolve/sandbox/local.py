@@ -17,29 +17,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import secrets
 import subprocess
 import tempfile
-import threading
 from collections.abc import Sequence
 
 from qdevolve import registry
-from qdevolve.languages import extension as language_extension
 from qdevolve.sandbox._process import ProcessSandbox
-from qdevolve.sandbox._warm import Zygote
+from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox.bwrap import library_paths
-from qdevolve.sandbox.evaluator import build_result, parse_record
-from qdevolve.sandbox.limits import (
-    LOCAL_HIDDEN,
-    SandboxLimits,
-    as_limits,
-    render_env,
-    render_local_argv,
-    render_rlimits,
-)
-from qdevolve.sandbox.runner import MAX_RECORD_BYTES
-from qdevolve.sandbox.status import Outcome
-from qdevolve.types import EvalResult
+from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, render_local_argv
 
 __all__ = ["LocalSandbox", "ProcessSandbox", "userns_available"]
 
@@ -58,7 +44,7 @@ def userns_available() -> bool:
 
 
 @registry.sandbox("local")
-class LocalSandbox(ProcessSandbox):
+class LocalSandbox(WarmPath, ProcessSandbox):
     """Subprocess sandbox; namespaces and an unprivileged uid when root (see module doc).
 
     Args:
@@ -82,9 +68,7 @@ class LocalSandbox(ProcessSandbox):
                          extra_sys_path=extra_sys_path, inherit_site_packages=inherit_site_packages)
         self.userns = (not self.as_root) and userns_available()
         self._libs = library_paths(self.python, self.sys_path)
-        self.warm = warm and (self.as_root or self.userns)
-        self._zygotes: dict[tuple[int, bool], Zygote] = {}
-        self._zlock = threading.Lock()
+        self._init_warm(warm and (self.as_root or self.userns))
         if not self.as_root and not self.userns:
             log.warning("local sandbox: no namespaces available; processes that call setsid() "
                         "can outlive an evaluation. Use bwrap or docker for untrusted code.")
@@ -109,66 +93,27 @@ class LocalSandbox(ProcessSandbox):
                                  as_root=self.as_root, limits=limits, userns=self.userns)
 
     # warm path --------------------------------------------------------------------------
-    def _zygote(self, network: bool) -> Zygote:
-        key = (threading.get_ident(), network)
-        with self._zlock:
-            z = self._zygotes.get(key)
-        if z is None or not z.alive:
-            limits = self.limits.replace(network=network)
-            argv = render_local_argv(self.python, str(self.staging.runner_dir / "zygote.py"), "",
-                                     as_root=self.as_root, limits=limits, userns=self.userns)[:-1]
-            view = self._view(None, None)
-            view["keep"].append(str(self.staging.eval_dir))
-            z = Zygote(argv, {**view, "sys_path": self.sys_path}, self.limits.tmpfs_mb,
-                       render_env(limits, sys_path=self.sys_path))
-            with self._zlock:
-                self._zygotes[key] = z
-        return z
+    def _zygote_spec(self, limits):
+        argv = render_local_argv(self.python, str(self.staging.runner_dir / "zygote.py"), "",
+                                 as_root=self.as_root, limits=limits, userns=self.userns)[:-1]
+        view = self._view(None, None)
+        view["keep"].append(str(self.staging.eval_dir))
+        return argv, view
+
+    def _job_paths(self, evaluator):
+        # the staged evaluators live under the host's temp dir: bound back over the new /tmp;
+        # home and temp files in the work dir, as in a cold run
+        return {"evaluator": None if evaluator is None else str(evaluator),
+                "rebind": [str(self.staging.eval_dir)], "work": "/tmp/qdevolve-work", "home_work": True}
 
     def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
         """As :meth:`ProcessSandbox.evaluate`; with ``warm`` a fork of the worker's template."""
         if not self.warm:
             return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
-        if self._closed:
-            raise RuntimeError(f"{self.name} sandbox is closed")
-        limits = as_limits(limits) or self.limits
-        ev = self.staging.evaluator(evaluator)
-        uid = self._acquire_uid()
-        clean = False
-        try:
-            nonce = secrets.token_hex(16)
-            job = {
-                "program_source": program.code.encode("utf-8", "surrogateescape"),
-                "program_name": "program" + language_extension(program.language), "evaluator": None if ev is None else str(ev),
-                "cascade": None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                "rlimits": render_rlimits(limits), "cpu_s": float(limits.cpu_s),
-                "call_s": float(limits.call_s or limits.wall_s),
-                "run_s": float(limits.wall_s - min(1.0, 0.25 * limits.wall_s)),
-                "output_bytes": int(limits.output_bytes), "sys_path": self.sys_path, "uid": uid,
-                "tmp_mb": int(limits.tmpfs_mb), "work_mb": int(limits.work_mb),
-                "rebind": [str(self.staging.eval_dir)],
-                "env": render_env(limits, sys_path=self.sys_path),
-            }
-            cap = self._zygote(limits.network).run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
-                                                   stdout_cap=MAX_RECORD_BYTES + 1)
-            clean = not cap.timed_out
-            record, why = parse_record(cap.stdout, nonce, clean_exit=cap.returncode == 0 and not cap.timed_out)
-            outcome = Outcome(exit_code=cap.returncode, shell_style=True, timed_out=cap.timed_out,
-                              record=record, record_error=why, record_missing=record is None and why is None,
-                              cpu_s=limits.cpu_s, cpu_used_s=None, stderr_tail=cap.stderr)
-            return build_result(outcome, runtime_s=cap.runtime_s, stdout="", stderr=cap.stderr,
-                                truncated=[k for k in cap.truncated if k != "stdout"],
-                                artifacts_bytes=limits.artifacts_bytes)
-        except OSError as exc:
-            return EvalResult(status="error", error=f"{self.name} warm sandbox failed: {exc}")
-        finally:
-            self._release_uid(uid, clean=clean)
+        return self._evaluate_warm(program, evaluator, limits, cascade_thresholds)
 
     def close(self) -> None:
-        with self._zlock:
-            zygotes, self._zygotes = list(self._zygotes.values()), {}
-        for z in zygotes:
-            z.kill()
+        self._close_warm()
         super().close()
 
     def _shell_style(self) -> bool:

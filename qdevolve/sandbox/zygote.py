@@ -34,16 +34,15 @@ import _wire  # noqa: E402,F401
 import candidate  # noqa: E402,F401
 import runner  # noqa: E402
 
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
 _libc = ctypes.CDLL(None, use_errno=True)
-WORK = "/tmp/qdevolve-work"
 
 
 def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
     """J: fresh namespaces and file systems, then R (see the module doc)."""
-    if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0:  # ipc: no SysV leftovers
         os._exit(126)
-    # the staged evaluators live under the host's temp dir: bind them back over the new /tmp
+    # paths the template sees under /tmp (``local``: the staged evaluators) are bound back
     keep = [(os.open(p, os.O_PATH), p) for p in job["rebind"] if os.path.isdir(p)]
     _mountview._tmpfs("/tmp", job["tmp_mb"])
     for fd, path in keep:
@@ -53,9 +52,10 @@ def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
                           | _mountview.MS_RDONLY | _mountview.MS_NOSUID | _mountview.MS_NODEV)
         os.close(fd)
     _mountview._tmpfs("/dev/shm", job["tmp_mb"])
-    os.mkdir(WORK)
-    _mountview._tmpfs(WORK, job["work_mb"])
-    program = os.path.join(WORK, job["program_name"])
+    work = job["work"]
+    os.makedirs(work, exist_ok=True)
+    _mountview._tmpfs(work, job["work_mb"])
+    program = os.path.join(work, job["program_name"])
     with open(program, "wb") as fh:
         fh.write(job["program_source"])
     os.chmod(program, 0o444)
@@ -69,6 +69,11 @@ def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
         os._exit(code if code >= 0 else 128 - code)
     try:
         _runner(job, program, rec, err, nonce_fd)
+    except BaseException as exc:  # noqa: BLE001 - the set-up failed: say why on stderr
+        try:
+            os.write(2, f"warm sandbox set-up failed: {type(exc).__name__}: {exc}\n".encode())
+        except OSError:
+            pass
     finally:
         os._exit(125)
 
@@ -88,12 +93,13 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
     runner._set_rlimits({k: tuple(v) for k, v in job["rlimits"].items()})
     os.environ.clear()
     os.environ.update(job["env"])
-    for key in ("HOME", "TMPDIR"):  # as in a cold run: home and temp files in the work dir
-        if os.environ.get(key) == "/tmp":
-            os.environ[key] = WORK
+    work = job["work"]
+    for key in ("HOME", "TMPDIR"):  # as in a cold run of ``local``: in the work dir
+        if job.get("home_work") and os.environ.get(key) == "/tmp":
+            os.environ[key] = work
     channel = os.dup(1)
     drain = _standin.Drain(int(job["output_bytes"]))
-    os.chdir(WORK)
+    os.chdir(work)
     here = os.path.dirname(os.path.abspath(__file__))
     cand = _standin.Candidate(sys.executable, os.path.join(here, "candidate.py"), list(job["sys_path"]),
                               float(job["call_s"]), float(job["cpu_s"]), float(job["run_s"]), fork_only=True)
@@ -109,11 +115,16 @@ def main(argv: list) -> None:
     runner._nondumpable()
     sock = socket.socket(fileno=int(argv[1]))
     view = marshal.loads(bytes.fromhex(argv[2]))
-    _mountview.build_view(view, int(argv[3]))
+    if view.get("hide") is not None:  # local: hide the host (bwrap built its view already)
+        _mountview.build_view(view, int(argv[3]))
+    else:  # what the jobs mount stays in their own namespaces
+        _mountview._mount(None, "/", None, _mountview.MS_REC | _mountview.MS_PRIVATE)
     for p in view.get("sys_path", []):
         sys.path.append(p)
     import importlib.util  # noqa: F401 - what evaluators import first
+    import resource  # noqa: F401 - the runner's rlimits and rusage (a fresh import costs ms)
     import runpy  # noqa: F401
+    import threading  # noqa: F401 - the output drain
 
     sock.send(marshal.dumps(("ready",)))
     while True:
