@@ -253,6 +253,14 @@ def _nondumpable() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def _no_new_privs() -> None:
+    """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: no exec (a setuid binary, file capabilities) gives
+    this process or its children more privileges than they hold."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS = 38
+
+
 def _run_builtin(program: str) -> dict:
     """No evaluator: run the program as ``__main__`` in the candidate; 1.0 on a clean end."""
     import _standin
@@ -341,6 +349,7 @@ def main(argv: list) -> None:
         if cfg.get("drop_uid") is not None:
             _mountview.drop(int(cfg["drop_uid"]), int(cfg["drop_gid"]))
         _nondumpable()  # a credential change resets the flag to the system's default
+        _no_new_privs()
     if cfg.get("work_dir"):  # docker: the program arrives read-only; work in the quota'd tmpfs
         with open(cfg["program"], "rb") as fh:
             source = fh.read()

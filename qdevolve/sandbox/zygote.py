@@ -90,6 +90,7 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
     if job.get("uid") is not None:
         _mountview.drop(job["uid"], job["uid"])
     runner._nondumpable()
+    runner._no_new_privs()
     runner._set_rlimits({k: tuple(v) for k, v in job["rlimits"].items()})
     os.environ.clear()
     os.environ.update(job["env"])

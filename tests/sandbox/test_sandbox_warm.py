@@ -1,6 +1,6 @@
-"""The warm path of the ``local`` sandbox: a pre-imported template per worker thread forks a
-fresh, isolated runner/candidate pair per evaluation. Nothing leaks from one evaluation into
-the next, the examples score as cold, and the attacks hold."""
+"""The warm paths of the ``local`` and ``bwrap`` sandboxes: a pre-imported template per worker
+thread forks a fresh, isolated runner/candidate pair per evaluation. Nothing leaks from one
+evaluation into the next, the examples score as cold, and the attacks hold."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ REPO = Path(__file__).resolve().parents[2]
 LIMITS = SandboxLimits(wall_s=10, cpu_s=5, memory_mb=512)
 
 
-@pytest.fixture(scope="module")
-def warm_box():
-    box = make_box("local", warm=True)
+@pytest.fixture(scope="module", params=["local", "bwrap"])
+def warm_box(request):
+    box = make_box(request.param, warm=True)
     if not box.warm:
         box.close()
-        pytest.skip("no namespaces here: the local sandbox has no warm path")
+        pytest.skip(f"the {request.param} sandbox has no warm path here (local: namespaces; bwrap: root)")
     yield box
     box.close()
     assert not box.staging.root.exists()
@@ -33,8 +33,9 @@ def warm_box():
 
 def test_nothing_leaks_between_evaluations(warm_box):
     first = """
-import builtins, os, sys, time
+import builtins, ctypes, os, sys, time
 open('/tmp/leak', 'w').write('x'); open('/dev/shm/leak', 'w').write('x'); open('leak', 'w').write('x')
+assert ctypes.CDLL(None).shmget(0x51DE, 4096, 0o1666) >= 0  # a SysV segment outlives its creator
 builtins.LEAK = 1
 sys.modules['json'] = None
 if os.fork() == 0:
@@ -47,6 +48,7 @@ print('planted')
     second = """
 import builtins, os, json
 seen = [p for p in ('/tmp/leak', '/dev/shm/leak', 'leak') if os.path.exists(p)]
+seen += [line.split()[0] for line in open('/proc/sysvipc/shm').readlines()[1:]]
 pids = [p for p in os.listdir('/proc') if p.isdigit()]
 print(seen, hasattr(builtins, 'LEAK'), len(pids))
 """
@@ -87,3 +89,45 @@ def test_attacks_hold_on_the_warm_path(warm_box):
     after = warm_box.evaluate(Program(code="print('next')"), None, LIMITS)
     assert after.status == "ok" and after.artifacts["stdout"] == "next\n"
     assert os.environ.get("QDEVOLVE_CANARY") is None
+
+
+def test_candidate_holds_no_privilege_and_cannot_stop_the_runner(warm_box):
+    """The candidate runs under the evaluation's uid with no capability, no way to gain one
+    by exec (no_new_privs), and the runner (pid 1 of the job's namespace) ignores its
+    signals: the honest record still arrives."""
+    code = """
+import os
+st = dict(line.split(':', 1) for line in open('/proc/self/status').read().splitlines() if ':' in line)
+print(int(st['Uid'].split()[0]) != 0, int(st['CapEff'], 16), int(st['CapPrm'], 16), st['NoNewPrivs'].strip())
+for sig in (9, 15, 19):
+    try:
+        os.kill(1, sig)
+    except OSError:
+        pass
+print('after')
+"""
+    r = warm_box.evaluate(Program(code=code), None, LIMITS)
+    assert r.status == "ok", r.error
+    assert r.artifacts["stdout"] == "True 0 0 1\nafter\n"
+
+
+def test_program_is_read_only_to_the_candidate(warm_box):
+    code = """
+import os
+for how in (lambda: open('program.py', 'w'), lambda: os.remove('program.py'), lambda: os.rename('program.py', 'x')):
+    try:
+        how()
+        print('changed')
+    except OSError:
+        print('refused')
+"""
+    r = warm_box.evaluate(Program(code=code), None, LIMITS)
+    assert r.status == "ok" and r.artifacts["stdout"] == "refused\n" * 3, (r.error, r.artifacts)
+
+
+def test_a_job_past_its_wall_clock_restarts_the_template(warm_box):
+    r = warm_box.evaluate(Program(code="import time\ntime.sleep(60)"), None,
+                          SandboxLimits(wall_s=1.5, cpu_s=5))
+    assert r.status == "timeout"
+    after = warm_box.evaluate(Program(code="print('fresh')"), None, LIMITS)
+    assert after.status == "ok" and after.artifacts["stdout"] == "fresh\n"
