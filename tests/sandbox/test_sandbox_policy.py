@@ -11,6 +11,7 @@ import pytest
 from qdevolve.sandbox import SandboxLimits, classify
 from qdevolve.sandbox.limits import (
     render_bwrap_argv,
+    render_bwrap_zygote_argv,
     render_docker_kwargs,
     render_env,
     render_local_argv,
@@ -105,6 +106,32 @@ def test_bwrap_argv():
     assert body[-4:] == ["-I", "-S", "/qdevolve/runner/runner.py", "/qdevolve/work/.qdevolve-run"]
     # no host path is writable from inside
     assert body.count("--bind") == 0
+
+
+def test_bwrap_warm_template_argv():
+    """The warm template keeps only the capabilities to mount and switch uid, shares no user
+    namespace trick, and sees the same read-only view as a cold run (walkable by the uid)."""
+    argv = render_bwrap_zygote_argv("/usr/bin/python3.11", "/stage/runner", "/stage/evaluators",
+                                    limits=SandboxLimits(tmpfs_mb=8), env={"PATH": "/usr/bin"},
+                                    ro_paths=["/opt/venv/lib/site-packages"])
+    assert argv[0] == "bwrap" and "setpriv" not in argv
+    joined = " ".join(argv)
+    assert "--cap-drop ALL --cap-add CAP_SYS_ADMIN --cap-add CAP_SETUID --cap-add CAP_SETGID" in joined
+    assert argv.count("--cap-add") == 3
+    for flag in ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--die-with-parent",
+                 "--new-session", "--as-pid-1", "--clearenv"):
+        assert flag in argv
+    assert "--unshare-user" not in joined and "--unshare-all" not in argv  # uids stay the host's
+    assert "--ro-bind /stage/evaluators /qdevolve/evaluators" in joined
+    assert "--ro-bind /opt/venv/lib/site-packages /opt/venv/lib/site-packages" in joined
+    assert "--perms 0755 --dir /opt --perms 0755 --dir /opt/venv --perms 0755 --dir /opt/venv/lib" in joined
+    assert "--perms 0755 --dir /qdevolve" in joined
+    assert f"--size {8 << 20} --tmpfs /tmp" in joined and f"--size {8 << 20} --tmpfs /dev/shm" in joined
+    assert argv.count("--bind") == 0
+    assert argv[-3:] == ["-I", "-S", "/qdevolve/runner/zygote.py"]
+    net = render_bwrap_zygote_argv("/usr/bin/python3.11", "/r", "/e", limits=SandboxLimits(network=True),
+                                   env={}, ro_paths=[])
+    assert "--unshare-net" not in net
 
 
 def test_docker_kwargs():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from qdevolve.sandbox import SandboxLimits
-from qdevolve.sandbox.attacks import ATTACKS, HostCanaries, backend_leftovers, check_attack
+from qdevolve.sandbox.attacks import ATTACKS, HostCanaries, backend_leftovers, check_attack, run_catalogue
 from qdevolve.types import Program
 
 from .conftest import make_box
@@ -131,3 +131,11 @@ def test_a_job_past_its_wall_clock_restarts_the_template(warm_box):
     assert r.status == "timeout"
     after = warm_box.evaluate(Program(code="print('fresh')"), None, LIMITS)
     assert after.status == "ok" and after.artifacts["stdout"] == "fresh\n"
+
+
+@pytest.mark.slow
+def test_whole_catalogue_on_the_warm_path(warm_box):
+    """What ``qdevolve sandbox check --backend local|bwrap --warm`` runs: every row passes."""
+    rows = run_catalogue(warm_box)
+    assert len(rows) == len(ATTACKS) + 1
+    assert [(r.name, r.got, r.failures) for r in rows if not r.passed] == []
