@@ -190,7 +190,8 @@ class Staging:
                 limits: SandboxLimits, evaluator: str | None, cascade: list[float] | None,
                 sys_path: list[str], reap_keep: list[int] | None = None,
                 parent: Path | None = None, view: dict | None = None,
-                work_dir: str | None = None, nonce_in_file: bool = True) -> RunDir:
+                work_dir: str | None = None, nonce_in_file: bool = True,
+                users: dict | None = None) -> RunDir:
         """Create the work dir with the program and the run file (nonce inside, 0600).
 
         ``inner_dir`` is where the sandbox sees the work dir (``None``: the host path; a
@@ -220,6 +221,8 @@ class Staging:
             del cfg["nonce"]
         if work_dir is not None:  # docker: the runner copies the program into this tmpfs
             cfg["work_dir"] = work_dir
+        if users is not None:  # docker: {"runner": (uid, gid), "candidate": (uid, gid)}
+            cfg["users"] = users
         if view is not None:  # local: the runner builds its view of the host, then drops root
             cfg.update(view=view, tmp_mb=int(limits.tmpfs_mb), work_mb=int(limits.work_mb),
                        drop_uid=uid, drop_gid=gid if gid is not None else uid)

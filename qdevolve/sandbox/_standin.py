@@ -104,8 +104,13 @@ class Candidate:
     """One candidate process (started on first use) and the fate it met."""
 
     def __init__(self, python: str, script: str, sys_path: list, call_s: float, cpu_s: float,
-                 run_s: float = 1e9, *, fork_only: bool = False) -> None:
+                 run_s: float = 1e9, *, fork_only: bool = False, cpu_rlimit: tuple | None = None,
+                 user: tuple | None = None) -> None:
         self.python, self.script, self.sys_path = python, script, sys_path
+        # cpu_rlimit: the candidate's RLIMIT_CPU (the runner's own is the wall clock, so that
+        # it outlives a candidate that makes it drain a flood); user: (uid, gid) the candidate
+        # switches to (docker: the runner keeps a uid of its own)
+        self.cpu_rlimit, self.user = cpu_rlimit, user
         # fork_only: the warm path forks the candidate from a clean, pre-imported process
         # (before any secret is read) instead of starting a new interpreter
         self.fork_only = fork_only
@@ -131,6 +136,14 @@ class Candidate:
                 os.dup2(theirs.fileno(), 3)
                 os.set_inheritable(3, True)
                 os.closerange(4, 1 << 16)
+                if self.cpu_rlimit is not None:
+                    import resource
+
+                    resource.setrlimit(resource.RLIMIT_CPU, tuple(self.cpu_rlimit))
+                if self.user is not None:
+                    os.setgroups([])
+                    os.setresgid(self.user[1], self.user[1], self.user[1])
+                    os.setresuid(self.user[0], self.user[0], self.user[0])
                 if self.fork_only:
                     import candidate
 

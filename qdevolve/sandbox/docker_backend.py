@@ -9,8 +9,13 @@ clock. Mounts: the runner and the evaluator copies read-only, a per-container sl
 read-write (each evaluation gets a fresh sub-directory of it), the controller's
 site-packages read-only.
 
-The container's own processes (tini and an idle sleeper) run as ``idle_user`` (65533), the
-runner and the program as ``user`` (65534), so the program cannot signal them.
+The container's own processes (tini and an idle sleeper) run as ``idle_user`` (65533). Each
+evaluation execs the runner as root with only ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL``
+in the container's bounding set (``no-new-privileges``): it copies the program into the
+work dir (root's, mode 0444, sticky directory), starts the candidate under
+``candidate_user`` (65532), then drops to ``user`` (65534) keeping only ``CAP_KILL`` (to stop
+the candidate) and makes itself non-dumpable. The candidate thus cannot signal, trace or
+read the runner, the idle processes or the program file.
 ``warm=True`` keeps one container per worker thread: the runner kills every other process
 of its user and empties ``/tmp`` before and after each evaluation; a container that timed
 out, ran out of memory, produced no record or stopped is removed and replaced.
@@ -47,9 +52,13 @@ __all__ = ["DockerSandbox", "DEFAULT_IMAGE", "docker_available"]
 EXEC_GRACE_S = 1.0  # docker exec start-up: the backstop kill waits this long past wall_s
 
 DEFAULT_IMAGE = "qdevolve-sandbox:latest"
-_IDLE = "import time\nwhile True: time.sleep(3600)\n"
-_USER = 65534
+_IDLE = ("import os, sys, time\nuid, gid = map(int, sys.argv[1:3])\nos.setgroups([])\n"
+         "os.setresgid(gid, gid, gid)\nos.setresuid(uid, uid, uid)\nwhile True: time.sleep(3600)\n")
+_USER = 65534  # the runner once it dropped root
 _IDLE_USER = 65533  # the container's own processes: a program running as _USER cannot signal them
+_CANDIDATE_USER = 65532  # the candidate: another uid than the runner's
+#: What the runner's exec keeps of root (see the module doc).
+RUNNER_CAPS = ["SETUID", "SETGID", "KILL"]
 
 
 def docker_available() -> str | None:
@@ -114,7 +123,8 @@ class DockerSandbox:
         image: Image built by ``sandboxes/docker/build-image.sh`` (or the Dockerfile).
         warm: Reuse one container per worker thread.
         python: Interpreter path inside the image (default: ``/usr/bin/pythonX.Y``).
-        user: ``uid:gid`` the runner and the program run as; root is refused.
+        user: ``uid:gid`` the runner drops to; root is refused.
+        candidate_user: ``uid:gid`` of the candidate process (differs from ``user``).
         idle_user: ``uid:gid`` of the container's own idle process (tini and a sleeper), which
             the program cannot signal, so ``kill(-1)`` cannot stop a warm container.
         runtime: OCI runtime (e.g. ``"runsc"`` for gVisor).
@@ -128,6 +138,7 @@ class DockerSandbox:
     def __init__(self, *, limits: SandboxLimits | None = None, image: str = DEFAULT_IMAGE,
                  warm: bool = False, python: str | None = None, user: str = f"{_USER}:{_USER}",
                  idle_user: str = f"{_IDLE_USER}:{_IDLE_USER}",
+                 candidate_user: str = f"{_CANDIDATE_USER}:{_CANDIDATE_USER}",
                  runtime: str | None = None, inherit_site_packages: bool = True,
                  extra_sys_path: Sequence[str] = (), base_url: str | None = None) -> None:
         try:
@@ -151,10 +162,17 @@ class DockerSandbox:
         self.python = python or f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
         self.user = user
         self.idle_user = idle_user
-        if idle_user.split(":")[0] == user.split(":")[0]:
-            raise EvaluationSetupError("docker sandbox: idle_user must differ from user")
-        self.uid = int(user.split(":")[0])
-        self.gid = int(user.split(":")[1]) if ":" in user else self.uid
+        if len({u.split(":")[0] for u in (user, idle_user, candidate_user)}) != 3:
+            raise EvaluationSetupError("docker sandbox: user, idle_user and candidate_user must differ")
+
+        def pair(spec: str) -> tuple[int, int]:
+            uid = int(spec.split(":")[0])
+            return uid, int(spec.split(":")[1]) if ":" in spec else uid
+
+        self.uid, self.gid = pair(user)
+        self.users = {"runner": pair(user), "candidate": pair(candidate_user)}
+        if 0 in (self.uid, self.users["candidate"][0]):
+            raise EvaluationSetupError("docker sandbox: the runner and the candidate never keep uid 0")
         self.runtime = runtime
         self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
         self.staging = Staging(prefix="qdevolve-docker-")
@@ -183,8 +201,7 @@ class DockerSandbox:
     # -- containers -----------------------------------------------------------------------
     def _start_box(self, limits: SandboxLimits) -> _Box:
         slot = Path(self.staging.work_root, f"slot-{uuid.uuid4().hex[:12]}")
-        slot.mkdir(mode=0o700)
-        os.chown(slot, self.uid, self.gid)
+        slot.mkdir(mode=0o700)  # root's: only the runner, before it drops root, reads it
         mounts = {
             str(self.staging.runner_dir): (f"{SANDBOX_ROOT}/runner", "ro"),
             str(self.staging.eval_dir): (f"{SANDBOX_ROOT}/evaluators", "ro"),
@@ -195,7 +212,8 @@ class DockerSandbox:
         kwargs = render_docker_kwargs(
             limits, image=self.image, user=self.idle_user, env=render_env(limits), mounts=mounts,
             name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
-            command=[self.python, "-I", "-S", "-c", _IDLE], runtime=self.runtime, work_owner=self.uid,
+            command=[self.python, "-I", "-S", "-c", _IDLE, *self.idle_user.split(":")[:2]],
+            runtime=self.runtime, work_owner=0, cap_add=RUNNER_CAPS, root_init=True,
         )
         kwargs["labels"]["qdevolve.owner"] = str(os.getpid())
         container = self.client.containers.create(**kwargs)
@@ -261,7 +279,7 @@ class DockerSandbox:
         run = None
         try:
             run = self.staging.new_run(
-                program, uid=self.uid, gid=self.gid, inner_dir=f"{SANDBOX_ROOT}/in/{{name}}",
+                program, uid=None, gid=None, inner_dir=f"{SANDBOX_ROOT}/in/{{name}}", users=self.users,
                 limits=limits,
                 evaluator=None if ev is None else f"{SANDBOX_ROOT}/evaluators/{ev.parent.name}/{ev.name}",
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
@@ -298,7 +316,7 @@ class DockerSandbox:
     def _exec(self, box: _Box, cmd: list[str], workdir: str, limits: SandboxLimits):
         api = self.client.api
         exec_id = api.exec_create(box.container.id, cmd, stdout=True, stderr=True, stdin=False,
-                                  tty=False, user=self.user, workdir=workdir,
+                                  tty=False, user="0:0", workdir=workdir,
                                   environment=render_env(limits, sys_path=self.sys_path))["Id"]
         caps = {"stdout": MAX_RECORD_BYTES + 1, "stderr": limits.output_bytes}
         tails = {k: Tail(c) for k, c in caps.items()}

@@ -308,7 +308,8 @@ def render_bwrap_zygote_argv(
 def render_docker_kwargs(
     limits: SandboxLimits, *, image: str, user: str, env: dict[str, str],
     mounts: dict[str, tuple[str, str]], name: str | None = None, command: list[str] | None = None,
-    runtime: str | None = None, work_owner: int | None = None,
+    runtime: str | None = None, work_owner: int | None = None, cap_add: list[str] | None = None,
+    root_init: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments of ``docker.containers.create`` (docker SDK 7).
 
@@ -316,7 +317,9 @@ def render_docker_kwargs(
     tmpfs ``/tmp``, every capability dropped, ``no-new-privileges``, a non-root ``user``,
     ``init``, logging ``none`` (output is read, capped, from the exec stream) and ulimits for
     CPU seconds, file size, open files and core dumps. ``mounts`` maps host path ->
-    (container path, ``ro``/``rw``).
+    (container path, ``ro``/``rw``). ``root_init``: the container starts as root (with only
+    ``cap_add`` in its bounding set) so that an exec as root holds those capabilities; its
+    ``command`` must drop to ``user`` itself (``docker_backend``'s idle process does).
     """
     uid = user.split(":", 1)[0]
     if uid in ("0", "root", ""):
@@ -325,7 +328,7 @@ def render_docker_kwargs(
     kwargs: dict[str, Any] = {
         "image": image,
         "command": command,
-        "user": user,
+        "user": "0:0" if root_init else user,
         "environment": dict(env),
         "network_mode": "bridge" if limits.network else "none",
         "mem_limit": f"{int(limits.memory_mb)}m",
@@ -337,13 +340,17 @@ def render_docker_kwargs(
                   "/dev/shm": f"rw,nosuid,nodev,noexec,size={int(limits.tmpfs_mb)}m",
                   # the work dir: a size-limited tmpfs (the disk quota); the program arrives
                   # read-only under /qdevolve/in and the runner copies it here
-                  f"{SANDBOX_ROOT}/work": f"rw,nosuid,nodev,size={int(limits.work_mb)}m,uid={work_owner if work_owner is not None else uid},mode=0700"},
+                  # root's and sticky when the runner starts as root (docker_backend): the
+                  # candidate adds files but cannot rewrite or remove the program
+                  f"{SANDBOX_ROOT}/work": f"rw,nosuid,nodev,size={int(limits.work_mb)}m,uid={work_owner if work_owner is not None else uid},mode={'1777' if work_owner == 0 else '0700'}"},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "init": True,
         "log_config": {"type": "none", "config": {}},
         "ulimits": [
-            {"name": "cpu", "soft": rl["CPU"][0] + 1, "hard": rl["CPU"][1] + 1},
+            # a backstop past the runner's own CPU limit, which lasts the wall clock
+            {"name": "cpu", "soft": max(rl["CPU"][0], int(limits.wall_s) + 3) + 1,
+             "hard": max(rl["CPU"][1], int(limits.wall_s) + 4) + 1},
             {"name": "fsize", "soft": rl["FSIZE"][0], "hard": rl["FSIZE"][1]},
             {"name": "nofile", "soft": rl["NOFILE"][0], "hard": rl["NOFILE"][1]},
             {"name": "core", "soft": 0, "hard": 0},
@@ -355,6 +362,8 @@ def render_docker_kwargs(
         "stdin_open": False,
         "tty": False,
     }
+    if cap_add:
+        kwargs["cap_add"] = list(cap_add)
     if name:
         kwargs["name"] = name
     if runtime:

@@ -199,15 +199,40 @@ def _set_rlimits(limits: dict) -> None:
             resource.setrlimit(res, (min(soft, cur_hard), cur_hard))
 
 
-def _reap(keep: set) -> None:
-    """Kill every process of this pid namespace except ``keep`` (docker warm mode)."""
+def split_cpu(rlimits: dict, run_s: float) -> tuple:
+    """(the runner's rlimits, the candidate's ``RLIMIT_CPU``): the candidate gets the CPU
+    limit; the runner's own lasts past the run's clock (``run_s``), so a candidate that makes
+    it drain a flood of output cannot kill it before it writes the record."""
+    own = dict(rlimits)
+    cpu = tuple(rlimits.get("CPU", (0, 0)))
+    if "CPU" in rlimits:
+        floor = int(run_s) + 3
+        own["CPU"] = (max(cpu[0], floor), max(cpu[1], floor + 1))
+    return own, (cpu if "CPU" in rlimits else None)
+
+
+def _uid_of(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reap(keep: set, uids: set | None = None) -> None:
+    """Kill every process of this pid namespace except ``keep`` (docker warm mode); only
+    those whose real uid is in ``uids`` when given."""
     import signal
 
     me = os.getpid()
     for _ in range(50):
         found = False
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in keep and int(entry) != me:
+            if entry.isdigit() and int(entry) not in keep and int(entry) != me and (
+                    uids is None or _uid_of(entry) in uids):
                 try:
                     os.kill(int(entry), signal.SIGKILL)
                     found = True
@@ -217,17 +242,29 @@ def _reap(keep: set) -> None:
             return
 
 
-def _wipe(path: str) -> None:
-    """Empty ``path`` without recursion (a candidate may nest thousands of directories)."""
+def _wipe(path: str, user: tuple | None = None) -> None:
+    """Empty ``path`` without recursion (a candidate may nest thousands of directories);
+    first as ``user`` (the candidate's uid owns what it made), then as this process."""
     import subprocess
 
-    for name in os.listdir(path):
-        try:
-            subprocess.run(["rm", "-rf", "--one-file-system", "--", os.path.join(path, name)],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=30)
-        except Exception:  # noqa: BLE001 - cleanup never stops the next evaluation
-            pass
+    for as_user in ([user] if user else []) + [None]:
+        extra = {} if as_user is None else {"user": as_user[0], "group": as_user[1], "extra_groups": []}
+        for name in os.listdir(path):
+            try:
+                subprocess.run(["rm", "-rf", "--one-file-system", "--", os.path.join(path, name)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=30, **extra)
+            except FileNotFoundError:  # an image without rm: what shutil can do
+                import shutil
+
+                if as_user is None:
+                    try:
+                        shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+                        os.unlink(os.path.join(path, name))
+                    except BaseException:  # noqa: BLE001 - RecursionError, not a directory, ...
+                        pass
+            except Exception:  # noqa: BLE001 - cleanup never stops the next evaluation
+                pass
 
 
 def _load_evaluator(path: str):
@@ -251,6 +288,23 @@ def _nondumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def _drop_keeping_kill(uid: int, gid: int) -> None:
+    """Become ``uid:gid`` with ``CAP_KILL`` as the only capability left (docker: the runner
+    must still stop the candidate, which runs under a uid of its own)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS: permitted capabilities survive the switch
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    kill = 1 << 5  # CAP_KILL: effective, permitted; nothing inheritable
+    if libc.capset(header, (ctypes.c_uint32 * 6)(kill, kill, 0, 0, 0, 0)) != 0:
+        raise OSError(ctypes.get_errno(), "capset(CAP_KILL) failed")
+    libc.prctl(8, 0, 0, 0, 0)
 
 
 def _no_new_privs() -> None:
@@ -334,11 +388,15 @@ def main(argv: list) -> None:
         os.unlink(run_path)
     except OSError:  # bound read-only (bwrap): the nonce it holds opens nothing
         pass
+    # docker: started as root with only SETUID, SETGID and KILL; the candidate gets a uid of
+    # its own and the runner drops to another one once the candidate exists
+    users = cfg.get("users")
+    cand_user = None if users is None else tuple(users["candidate"])
     if cfg.get("reap_keep") is not None:
-        _reap(set(cfg["reap_keep"]) | {1})
-        _wipe("/tmp")
+        _reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
+        _wipe("/tmp", cand_user)
         if cfg.get("work_dir"):
-            _wipe(cfg["work_dir"])
+            _wipe(cfg["work_dir"], cand_user)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)  # -I leaves the script's directory out
     workdir = os.path.dirname(os.path.abspath(run_path))
@@ -354,10 +412,19 @@ def main(argv: list) -> None:
         with open(cfg["program"], "rb") as fh:
             source = fh.read()
         workdir = cfg["work_dir"]
+        if users is not None:  # docker copies the image directory's mode onto the tmpfs
+            os.chmod(workdir, 0o1777)
         cfg["program"] = os.path.join(workdir, os.path.basename(cfg["program"]))
+        try:
+            os.unlink(cfg["program"])  # a warm container's last one, if its wipe failed
+        except OSError:
+            pass
         with open(cfg["program"], "wb") as fh:
             fh.write(source)
-    _set_rlimits({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()})
+        os.chmod(cfg["program"], 0o444)  # not the candidate's (sticky dir, another uid)
+    own, cand_cpu = split_cpu({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()},
+                              float(cfg.get("run_s") or 0))
+    _set_rlimits(own)
     nonce = cfg.pop("nonce", None)  # None: it arrives on stdin once the candidate exists
     channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
     for p in cfg.get("sys_path", []):
@@ -372,7 +439,11 @@ def main(argv: list) -> None:
     candidate = _standin.Candidate(
         sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
         float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9),
-        fork_only=nonce is None)
+        fork_only=nonce is None, cpu_rlimit=cand_cpu, user=cand_user)
+    if users is not None:
+        candidate.start()  # a fresh interpreter (exec): it never holds the nonce
+        _drop_keeping_kill(*users["runner"])
+        _nondumpable()
     if nonce is None:
         # fork the candidate from this state (no interpreter start-up), then read the nonce:
         # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
@@ -409,7 +480,8 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
         body = _failure(exc, candidate)
     candidate.close()
     if cfg.get("reap_keep") is not None:
-        _reap(set(cfg["reap_keep"]) | {1})
+        users = cfg.get("users")
+        _reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
     stdout, cut = drain.finish()
     body["nonce"] = nonce
     body["stdout"] = stdout

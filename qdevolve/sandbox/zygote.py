@@ -91,7 +91,8 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
         _mountview.drop(job["uid"], job["uid"])
     runner._nondumpable()
     runner._no_new_privs()
-    runner._set_rlimits({k: tuple(v) for k, v in job["rlimits"].items()})
+    own, cand_cpu = runner.split_cpu({k: tuple(v) for k, v in job["rlimits"].items()}, float(job["run_s"]))
+    runner._set_rlimits(own)
     os.environ.clear()
     os.environ.update(job["env"])
     work = job["work"]
@@ -103,7 +104,8 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
     os.chdir(work)
     here = os.path.dirname(os.path.abspath(__file__))
     cand = _standin.Candidate(sys.executable, os.path.join(here, "candidate.py"), list(job["sys_path"]),
-                              float(job["call_s"]), float(job["cpu_s"]), float(job["run_s"]), fork_only=True)
+                              float(job["call_s"]), float(job["cpu_s"]), float(job["run_s"]), fork_only=True,
+                              cpu_rlimit=cand_cpu)
     os.set_inheritable(nonce_fd, False)
     cand.start()  # forked now: the candidate never holds the nonce or the evaluator
     nonce = os.read(nonce_fd, 256).decode("ascii", "replace")

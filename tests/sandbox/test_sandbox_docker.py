@@ -93,3 +93,90 @@ def test_docker_shm_tmp_and_work_dir_are_size_limited_and_forgeries_fail(docker_
     finally:
         box.close()
     assert not _ours()
+
+
+_HOSTILE = """
+import ctypes, os, signal
+me = os.getuid()
+procs = {}
+for p in os.listdir('/proc'):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            uid = int(open(f'/proc/{p}/status').read().split('Uid:')[1].split()[0])
+        except OSError:
+            continue
+        procs[int(p)] = uid
+others = [p for p, uid in procs.items() if uid != me]
+libc = ctypes.CDLL(None, use_errno=True)
+traced = sum(libc.ptrace(16, p, 0, 0) == 0 for p in others)  # PTRACE_ATTACH
+sent = 0
+for p in others:
+    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):
+        try:
+            os.kill(p, sig)
+            sent += 1
+        except OSError:
+            pass
+try:
+    os.kill(-1, signal.SIGKILL)  # everything this uid may signal: only this candidate
+except OSError:
+    pass
+"""
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
+def test_candidate_cannot_signal_trace_or_rewrite(docker_image, warm):
+    """The runner and the container's own processes run under other uids than the candidate:
+    no signal or ptrace reaches them, and program.py is not the candidate's to change. The
+    evaluator's record (here: the built-in evaluator's) still arrives."""
+    box = make_box("docker", image=docker_image, warm=warm)
+    try:
+        probe = """
+import os
+uids = sorted({int(open(f'/proc/{p}/status').read().split('Uid:')[1].split()[0])
+               for p in os.listdir('/proc') if p.isdigit()})
+print(os.getuid(), uids)
+for how in (lambda: open('program.py', 'w'), lambda: os.remove('program.py'), lambda: os.rename('program.py', 'x'),
+            lambda: os.chmod('program.py', 0o666)):
+    try:
+        how()
+        print('changed')
+    except OSError:
+        print('refused')
+"""
+        r = box.evaluate(Program(code=probe), None, LIMITS)
+        assert r.status == "ok", r.error
+        first, *rest = r.artifacts["stdout"].splitlines()
+        me, uids = first.split(" ", 1)
+        assert int(me) == 65532 and {65532, 65534}.issubset(eval(uids)), first  # candidate, runner
+        assert rest == ["refused"] * 4
+        # kill(-1) spares the caller: with nothing else under its uid, the run goes on
+        r = box.evaluate(Program(code=_HOSTILE + "print('still here')\n"), None, LIMITS)
+        assert r.status == "ok" and r.artifacts["stdout"] == "still here\n", (r.status, r.error)
+        ok = box.evaluate(Program(code=_HOSTILE.replace("os.kill(-1, signal.SIGKILL)", "pass")
+                                  + "print('sent', sent, 'traced', traced, 'others', len(others))\n"),
+                          None, LIMITS)
+        assert ok.status == "ok", ok.error
+        sent_, traced_, others_ = (int(x) for x in ok.artifacts["stdout"].split()[1::2])
+        assert others_ >= 2 and sent_ == 0 and traced_ == 0, ok.artifacts["stdout"]
+    finally:
+        box.close()
+    assert not _ours()
+
+
+def test_flood_past_the_cpu_limit_leaves_a_failed_record(docker_image):
+    """A stdout flood that spends the CPU budget: the runner (whose own CPU limit is the wall
+    clock) still writes a record with the reason and the truncated output tail."""
+    box = make_box("docker", image=docker_image)
+    try:
+        limits = SandboxLimits(wall_s=6, cpu_s=1, memory_mb=256, output_bytes=4096)
+        # four processes (each with its own CPU limit) flood the runner's drain
+        flood = ("import os\nfor _ in range(3):\n    if os.fork() == 0:\n        break\n"
+                 "blob = b'x' * 65536\nwhile True:\n    os.write(1, blob)\n")
+        r = box.evaluate(Program(code=flood), None, limits)
+        assert r.status == "timeout", (r.status, r.error)
+        assert "CPU" in r.error or "time limit" in r.error, r.error
+        assert "stdout" in r.artifacts.get("truncated", ""), r.artifacts.keys()
+        assert r.artifacts["stdout"].endswith("x" * 100)
+    finally:
+        box.close()
