@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from qdevolve.sandbox import SandboxLimits
-from qdevolve.sandbox.attacks import ATTACKS, HostCanaries, backend_leftovers, check_attack, run_catalogue
+from qdevolve.sandbox.attacks import (
+    ATTACKS,
+    HostCanaries,
+    backend_leftovers,
+    check_attack,
+    run_catalogue,
+)
 from qdevolve.types import Program
 
 from .conftest import make_box
