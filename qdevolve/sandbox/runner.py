@@ -1,7 +1,7 @@
 """The trusted runner: executes INSIDE the sandbox, runs the evaluator, writes one record.
 
-The controller stages this file with ``_standin.py``, ``_wire.py``, ``candidate.py`` and
-``_mountview.py`` (stdlib only, no ``qdevolve`` import) in a read-only directory of the
+The controller stages this file with ``_standin.py``, ``_wire.py``, ``candidate.py``,
+``_mountview.py`` and ``_procctl.py`` (stdlib only, no ``qdevolve`` import) in a read-only directory of the
 sandbox and starts::
 
     python -I -S runner.py WORKDIR/.qdevolve-run
@@ -184,89 +184,6 @@ def to_json(obj: object) -> str:
     return to_json(str(obj))
 
 
-def _set_rlimits(limits: dict) -> None:
-    import resource
-
-    for name, (soft, hard) in limits.items():
-        res = getattr(resource, "RLIMIT_" + name)
-        cur_soft, cur_hard = resource.getrlimit(res)
-        if cur_hard != resource.RLIM_INFINITY:
-            hard = min(hard, cur_hard)
-            soft = min(soft, hard)
-        try:
-            resource.setrlimit(res, (soft, hard))
-        except (ValueError, OSError):
-            resource.setrlimit(res, (min(soft, cur_hard), cur_hard))
-
-
-def split_cpu(rlimits: dict, run_s: float) -> tuple:
-    """(the runner's rlimits, the candidate's ``RLIMIT_CPU``): the candidate gets the CPU
-    limit; the runner's own lasts past the run's clock (``run_s``), so a candidate that makes
-    it drain a flood of output cannot kill it before it writes the record."""
-    own = dict(rlimits)
-    cpu = tuple(rlimits.get("CPU", (0, 0)))
-    if "CPU" in rlimits:
-        floor = int(run_s) + 3
-        own["CPU"] = (max(cpu[0], floor), max(cpu[1], floor + 1))
-    return own, (cpu if "CPU" in rlimits else None)
-
-
-def _uid_of(pid: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("Uid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _reap(keep: set, uids: set | None = None) -> None:
-    """Kill every process of this pid namespace except ``keep`` (docker warm mode); only
-    those whose real uid is in ``uids`` when given."""
-    import signal
-
-    me = os.getpid()
-    for _ in range(50):
-        found = False
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in keep and int(entry) != me and (
-                    uids is None or _uid_of(entry) in uids):
-                try:
-                    os.kill(int(entry), signal.SIGKILL)
-                    found = True
-                except OSError:
-                    pass
-        if not found:
-            return
-
-
-def _wipe(path: str, user: tuple | None = None) -> None:
-    """Empty ``path`` without recursion (a candidate may nest thousands of directories);
-    first as ``user`` (the candidate's uid owns what it made), then as this process."""
-    import subprocess
-
-    for as_user in ([user] if user else []) + [None]:
-        extra = {} if as_user is None else {"user": as_user[0], "group": as_user[1], "extra_groups": []}
-        for name in os.listdir(path):
-            try:
-                subprocess.run(["rm", "-rf", "--one-file-system", "--", os.path.join(path, name)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=30, **extra)
-            except FileNotFoundError:  # an image without rm: what shutil can do
-                import shutil
-
-                if as_user is None:
-                    try:
-                        shutil.rmtree(os.path.join(path, name), ignore_errors=True)
-                        os.unlink(os.path.join(path, name))
-                    except BaseException:  # noqa: BLE001 - RecursionError, not a directory, ...
-                        pass
-            except Exception:  # noqa: BLE001 - cleanup never stops the next evaluation
-                pass
-
-
 def _load_evaluator(path: str):
     from importlib import _bootstrap, machinery  # importlib.util costs ~5 ms more
 
@@ -278,41 +195,6 @@ def _load_evaluator(path: str):
     sys.modules["evaluator"] = module
     loader.exec_module(module)
     return module
-
-
-def _nondumpable() -> None:
-    """``prctl(PR_SET_DUMPABLE, 0)``: no process of the same uid may ptrace this one or
-    open its ``/proc/<pid>/mem``, ``fd``, ``environ`` (the candidate shares the uid)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
-
-
-def _drop_keeping_kill(uid: int, gid: int) -> None:
-    """Become ``uid:gid`` with ``CAP_KILL`` as the only capability left (docker: the runner
-    must still stop the candidate, which runs under a uid of its own)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS: permitted capabilities survive the switch
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    kill = 1 << 5  # CAP_KILL: effective, permitted; nothing inheritable
-    if libc.capset(header, (ctypes.c_uint32 * 6)(kill, kill, 0, 0, 0, 0)) != 0:
-        raise OSError(ctypes.get_errno(), "capset(CAP_KILL) failed")
-    libc.prctl(8, 0, 0, 0, 0)
-
-
-def _no_new_privs() -> None:
-    """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: no exec (a setuid binary, file capabilities) gives
-    this process or its children more privileges than they hold."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS = 38
 
 
 def _run_builtin(program: str) -> dict:
@@ -377,7 +259,11 @@ def _failure(exc: BaseException, candidate) -> dict:
 def main(argv: list) -> None:
     import signal
 
-    _nondumpable()
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)  # -I leaves the script's directory out
+    import _procctl
+
+    _procctl.nondumpable()
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as pid 1 a default action means "ignored"
     run_path = argv[1]
     import marshal
@@ -393,12 +279,10 @@ def main(argv: list) -> None:
     users = cfg.get("users")
     cand_user = None if users is None else tuple(users["candidate"])
     if cfg.get("reap_keep") is not None:
-        _reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
-        _wipe("/tmp", cand_user)
+        _procctl.reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
+        _procctl.wipe("/tmp", cand_user)
         if cfg.get("work_dir"):
-            _wipe(cfg["work_dir"], cand_user)
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)  # -I leaves the script's directory out
+            _procctl.wipe(cfg["work_dir"], cand_user)
     workdir = os.path.dirname(os.path.abspath(run_path))
     if cfg.get("view") is not None:  # local: hide the host, private tmpfs, then drop root
         import _mountview
@@ -406,8 +290,8 @@ def main(argv: list) -> None:
         _mountview.build(cfg["view"], workdir, int(cfg["tmp_mb"]), int(cfg["work_mb"]))
         if cfg.get("drop_uid") is not None:
             _mountview.drop(int(cfg["drop_uid"]), int(cfg["drop_gid"]))
-        _nondumpable()  # a credential change resets the flag to the system's default
-        _no_new_privs()
+        _procctl.nondumpable()  # a credential change resets the flag to the system's default
+        _procctl.no_new_privs()
     if cfg.get("work_dir"):  # docker: the program arrives read-only; work in the quota'd tmpfs
         with open(cfg["program"], "rb") as fh:
             source = fh.read()
@@ -422,9 +306,9 @@ def main(argv: list) -> None:
         with open(cfg["program"], "wb") as fh:
             fh.write(source)
         os.chmod(cfg["program"], 0o444)  # not the candidate's (sticky dir, another uid)
-    own, cand_cpu = split_cpu({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()},
+    own, cand_cpu = _procctl.split_cpu({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()},
                               float(cfg.get("run_s") or 0))
-    _set_rlimits(own)
+    _procctl.set_rlimits(own)
     nonce = cfg.pop("nonce", None)  # None: it arrives on stdin once the candidate exists
     channel = os.dup(1)  # the record channel: fd 1 as the controller gave it, kept by no one else
     for p in cfg.get("sys_path", []):
@@ -442,8 +326,8 @@ def main(argv: list) -> None:
         fork_only=nonce is None, cpu_rlimit=cand_cpu, user=cand_user)
     if users is not None:
         candidate.start()  # a fresh interpreter (exec): it never holds the nonce
-        _drop_keeping_kill(*users["runner"])
-        _nondumpable()
+        _procctl.drop_keeping_kill(*users["runner"])
+        _procctl.nondumpable()
     if nonce is None:
         # fork the candidate from this state (no interpreter start-up), then read the nonce:
         # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
@@ -467,6 +351,7 @@ def _read_nonce() -> str:
 
 def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
     """Run the evaluation against ``candidate``, write the one record to ``channel``, exit."""
+    import _procctl
     import _standin
 
     _standin.CANDIDATE = candidate
@@ -481,7 +366,7 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
     candidate.close()
     if cfg.get("reap_keep") is not None:
         users = cfg.get("users")
-        _reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
+        _procctl.reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
     stdout, cut = drain.finish()
     body["nonce"] = nonce
     body["stdout"] = stdout

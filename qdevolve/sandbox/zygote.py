@@ -29,6 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mountview  # noqa: E402
+import _procctl  # noqa: E402
 import _standin  # noqa: E402,F401 - pre-imported for the jobs
 import _wire  # noqa: E402,F401
 import candidate  # noqa: E402,F401
@@ -89,10 +90,10 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
         os.close(fd)
     if job.get("uid") is not None:
         _mountview.drop(job["uid"], job["uid"])
-    runner._nondumpable()
-    runner._no_new_privs()
-    own, cand_cpu = runner.split_cpu({k: tuple(v) for k, v in job["rlimits"].items()}, float(job["run_s"]))
-    runner._set_rlimits(own)
+    _procctl.nondumpable()
+    _procctl.no_new_privs()
+    own, cand_cpu = _procctl.split_cpu({k: tuple(v) for k, v in job["rlimits"].items()}, float(job["run_s"]))
+    _procctl.set_rlimits(own)
     os.environ.clear()
     os.environ.update(job["env"])
     work = job["work"]
@@ -115,7 +116,7 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
 
 
 def main(argv: list) -> None:
-    runner._nondumpable()
+    _procctl.nondumpable()
     sock = socket.socket(fileno=int(argv[1]))
     view = marshal.loads(bytes.fromhex(argv[2]))
     if view.get("hide") is not None:  # local: hide the host (bwrap built its view already)
