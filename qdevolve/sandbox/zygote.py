@@ -1,12 +1,15 @@
-"""The warm template of the ``local`` sandbox: one pre-imported process per worker.
+"""The warm template of the ``local`` and ``bwrap`` sandboxes: one pre-imported process per
+worker.
 
-Started once per worker as ``unshare <namespaces> -- python -I -S zygote.py FD`` (staged
-next to ``runner.py``; stdlib only). As (namespace) root and pid 1 it builds the view of
-the host once (``_mountview``), imports everything an evaluation needs, and then, for each
+Started once per worker (staged next to ``runner.py``; stdlib only) as ``unshare
+<namespaces> -- python -I -S zygote.py FD VIEW TMP_MB`` (``local``: as namespace root and
+pid 1 it builds the view of the host once, ``_mountview``) or inside bubblewrap as root with
+only ``CAP_SYS_ADMIN``, ``CAP_SETUID`` and ``CAP_SETGID`` (``bwrap``: bubblewrap built the
+view). It imports everything an evaluation needs, and then, for each
 job the controller sends on ``FD`` (a ``SOCK_SEQPACKET`` socket: the job as ``marshal``,
 plus the record pipe, the stderr pipe and the nonce pipe as passed descriptors), forks:
 
-* **J** unshares a new mount and pid namespace, mounts a fresh size-limited ``/tmp``,
+* **J** unshares new mount, pid and ipc namespaces, mounts a fresh size-limited ``/tmp``,
   ``/dev/shm`` and work dir (the program inside, root's, read-only, sticky dir), forks R and
   exits like it;
 * **R** (pid 1 of the new pid namespace, fresh ``/proc``) drops to the job's uid, sets the
