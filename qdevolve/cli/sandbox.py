@@ -116,7 +116,7 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
                        + ("" if row.passed else "  " + terminal_safe_line("; ".join(row.failures))))
 
     if not as_json:
-        click.echo(f"backend: {name}")
+        click.echo(f"backend: {name}" + (" (warm)" if getattr(box, "warm", False) else ""))
         click.echo(f"{'attack':<22} {'expected':<22} {'got':<8} {'seconds':>6}")
     try:
         rows = run_catalogue(box, attacks=attacks, on_row=show)
