@@ -70,29 +70,46 @@ def reap(keep: set, uids: set | None = None) -> None:
             return
 
 
-def wipe(path: str, user: tuple | None = None) -> None:
-    """Empty ``path`` without recursion (a candidate may nest thousands of directories);
-    first as ``user`` (the candidate's uid owns what it made), then as this process."""
+def wipe(paths: list, user: tuple | None = None) -> list:
+    """Empty the directories ``paths`` (docker warm mode); the entries left, if any.
+
+    Files go with ``unlink`` (this process owns the sticky directories). Directories go
+    with ``chmod -R u+rwx`` and ``rm -rf`` run as ``user`` (the candidate's uid owns what it
+    made; fd-based, no depth limit), then ``rm -rf`` as this process. No helper process is
+    started when only files were left, the usual case.
+    """
+    import stat
     import subprocess
 
-    for as_user in ([user] if user else []) + [None]:
-        extra = {} if as_user is None else {"user": as_user[0], "group": as_user[1], "extra_groups": []}
-        for name in os.listdir(path):
+    def entries() -> list:
+        out = []
+        for path in paths:
             try:
-                subprocess.run(["rm", "-rf", "--one-file-system", "--", os.path.join(path, name)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=30, **extra)
-            except FileNotFoundError:  # an image without rm: what shutil can do
-                import shutil
-
-                if as_user is None:
-                    try:
-                        shutil.rmtree(os.path.join(path, name), ignore_errors=True)
-                        os.unlink(os.path.join(path, name))
-                    except BaseException:  # noqa: BLE001 - RecursionError, not a directory, ...
-                        pass
-            except Exception:  # noqa: BLE001 - cleanup never stops the next evaluation
+                out += [os.path.join(path, name) for name in os.listdir(path)]
+            except OSError:
                 pass
+        return out
+
+    dirs = []
+    for entry in entries():
+        try:
+            if stat.S_ISDIR(os.lstat(entry).st_mode):
+                dirs.append(entry)
+            else:
+                os.unlink(entry)
+        except OSError:
+            dirs.append(entry)
+    steps = [] if not dirs else (
+        ([(["chmod", "-R", "u+rwx", "--"], user), (["rm", "-rf", "--one-file-system", "--"], user)] if user else [])
+        + [(["rm", "-rf", "--one-file-system", "--"], None)])
+    for argv, as_user in steps:
+        extra = {} if as_user is None else {"user": as_user[0], "group": as_user[1], "extra_groups": []}
+        try:
+            subprocess.run(argv + dirs, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30, **extra)
+        except Exception:  # noqa: BLE001 - cleanup never raises; what is left is reported
+            pass
+    return entries()
 
 
 def nondumpable() -> None:

@@ -280,9 +280,10 @@ def main(argv: list) -> None:
     cand_user = None if users is None else tuple(users["candidate"])
     if cfg.get("reap_keep") is not None:
         _procctl.reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
-        _procctl.wipe("/tmp", cand_user)
-        if cfg.get("work_dir"):
-            _procctl.wipe(cfg["work_dir"], cand_user)
+        left = _procctl.wipe(["/tmp", *([cfg["work_dir"]] if cfg.get("work_dir") else [])], cand_user)
+        if left:  # never run in what an earlier evaluation left: the controller replaces the container
+            os.write(2, f"qdevolve: the warm container could not be emptied ({len(left)} entries left)\n".encode())
+            os._exit(3)
     workdir = os.path.dirname(os.path.abspath(run_path))
     if cfg.get("view") is not None:  # local: hide the host, private tmpfs, then drop root
         import _mountview

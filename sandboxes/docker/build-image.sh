@@ -33,9 +33,10 @@ copy() { # copy a path (and, for a link, its target) into the root fs, under its
 }
 copy "$real"
 [ "$py" != "$real" ] && copy "$py"
-# rm: the runner empties /tmp and the work dir of a warm container with `rm -rf` (fd-based,
-# no depth limit); it needs only libc
+# rm, chmod: the runner empties /tmp and the work dir of a warm container with `chmod -R` and
+# `rm -rf` (fd-based, no depth limit); they need only libc
 copy "$(readlink -f "$(command -v rm)")"
+copy "$(readlink -f "$(command -v chmod)")"
 mkdir -p "$root$(dirname "$stdlib")"
 tar -C / --exclude='*/test/*' --exclude='*/tests/*' --exclude='*/idlelib/*' --exclude='*/tkinter/*' \
     --exclude='*/ensurepip/*' -cf - "${stdlib#/}" | tar -C "$root" -xf -
@@ -43,7 +44,7 @@ if [ -n "$dynload" ] && [ -d "$dynload" ] && [ ! -d "$root$dynload" ]; then
     tar -C / -cf - "${dynload#/}" | tar -C "$root" -xf -
 fi
 # shared libraries of the interpreter, its extension modules and the common C++/Fortran runtimes
-libs="$( { ldd "$real"; ldd "$(readlink -f "$(command -v rm)")"; find "$root" -name '*.so*' -type f -exec ldd {} \; 2>/dev/null;
+libs="$( { ldd "$real"; ldd "$(readlink -f "$(command -v rm)")"; ldd "$(readlink -f "$(command -v chmod)")"; find "$root" -name '*.so*' -type f -exec ldd {} \; 2>/dev/null;
           for l in libgcc_s.so.1 libstdc++.so.6 libgomp.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libutil.so.1 libresolv.so.2 libcrypt.so.1 libffi.so.8 libgfortran.so.5 libquadmath.so.0; do ldconfig -p | awk -v l="$l" '$1==l && /x86-64|x86_64|64bit/ {print "x => " $NF}' | head -1; done; } \
         | awk '/=>/ {print $3} /^\t\/lib/ {print $1}' | grep '^/' | sort -u)"
 for lib in $libs; do [ -e "$lib" ] && copy "$lib"; done
@@ -69,4 +70,5 @@ tar -C "$root" -cf - . | docker import \
     - "$image" >/dev/null
 docker run --rm --network none --user 65534:65534 "$image" "$real" -I -S -c 'import ctypes, json, math, resource, socket, select; ctypes.CDLL(None).prctl; print("python ok")'
 docker run --rm --network none --user 65534:65534 "$image" rm -rf /tmp/absent
+docker run --rm --network none --user 65534:65534 "$image" chmod --version >/dev/null
 echo "built $image ($(docker image inspect -f '{{.Size}}' "$image") bytes) from $real"

@@ -180,3 +180,33 @@ def test_flood_past_the_cpu_limit_leaves_a_failed_record(docker_image):
         assert r.artifacts["stdout"].endswith("x" * 100)
     finally:
         box.close()
+
+
+def test_warm_container_keeps_nothing_between_evaluations(docker_image):
+    """What a candidate leaves in /tmp and its work dir (deep trees, a mode-000 directory,
+    a file it made read-only) is gone before the next evaluation in the same container."""
+    box = make_box("docker", image=docker_image, warm=True)
+    try:
+        plant = """
+import os
+for base in ('/tmp', '.'):
+    d = os.path.join(base, 'deep')
+    for i in range(300):
+        d = os.path.join(d, 'd')
+    os.makedirs(d)
+    open(os.path.join(base, 'f'), 'w').write('x')
+    os.chmod(os.path.join(base, 'f'), 0)
+    os.makedirs(os.path.join(base, 'locked', 'inner'))
+    os.chmod(os.path.join(base, 'locked'), 0)
+print('planted')
+"""
+        look = "import os\nprint(sorted(os.listdir('/tmp')), sorted(os.listdir('.')))\n"
+        r1 = box.evaluate(Program(code=plant), None, LIMITS)
+        assert r1.status == "ok" and r1.artifacts["stdout"] == "planted\n", (r1.error, r1.artifacts)
+        held = box.containers()
+        r2 = box.evaluate(Program(code=look), None, LIMITS)
+        assert r2.status == "ok", (r2.error, r2.artifacts)
+        assert r2.artifacts["stdout"] == "[] ['program.py']\n"
+        assert box.containers() == held  # the same warm container
+    finally:
+        box.close()
