@@ -12,6 +12,7 @@ zygote (its pid namespace takes every process with it); the next job starts a ne
 
 from __future__ import annotations
 
+import logging
 import marshal
 import os
 import secrets
@@ -32,6 +33,8 @@ from qdevolve.sandbox.status import Outcome
 from qdevolve.types import EvalResult
 
 __all__ = ["Zygote", "WarmPath"]
+
+log = logging.getLogger("qdevolve.sandbox")
 
 
 class WarmPath:
@@ -73,6 +76,12 @@ class WarmPath:
             raise RuntimeError(f"{self.name} sandbox is closed")
         limits = as_limits(limits) or self.limits
         ev = self.staging.evaluator(evaluator)
+        try:
+            zygote = self._zygote(limits.network)
+        except OSError as exc:  # no template here (e.g. no capabilities to keep): evaluate cold
+            log.warning("%s sandbox: the warm template does not start (%s); evaluating cold", self.name, exc)
+            self.warm = False
+            return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
         uid = self._acquire_uid()
         clean = False
         try:
@@ -89,7 +98,7 @@ class WarmPath:
                 "env": render_env(limits, sys_path=self.sys_path),
                 **self._job_paths(ev),
             }
-            cap = self._zygote(limits.network).run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
+            cap = zygote.run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
                                                    stdout_cap=MAX_RECORD_BYTES + 1)
             clean = not cap.timed_out
             record, why = parse_record(cap.stdout, nonce, clean_exit=cap.returncode == 0 and not cap.timed_out)

@@ -145,3 +145,18 @@ def test_whole_catalogue_on_the_warm_path(warm_box):
     rows = run_catalogue(warm_box)
     assert len(rows) == len(ATTACKS) + 1
     assert [(r.name, r.got, r.failures) for r in rows if not r.passed] == []
+
+
+def test_a_template_that_cannot_start_means_cold_evaluations():
+    """Where the template cannot start (here: a template command that exits at once), the
+    sandbox says so once and evaluates cold instead of failing every evaluation."""
+    box = make_box("local", warm=True)
+    try:
+        if not box.warm:
+            pytest.skip("no namespaces here: the local sandbox has no warm path")
+        box._zygote_spec = lambda limits: (["/bin/false"], {"keep": [], "hide": []})
+        r = box.evaluate(Program(code="print('cold')"), None, LIMITS)
+        assert r.status == "ok" and r.artifacts["stdout"] == "cold\n", r.error
+        assert box.warm is False
+    finally:
+        box.close()
