@@ -9,7 +9,8 @@ clock. Mounts: the runner and the evaluator copies read-only, a per-container sl
 read-write (each evaluation gets a fresh sub-directory of it), the controller's
 site-packages read-only.
 
-The container's own processes (tini and an idle sleeper) run as ``idle_user`` (65533). Each
+The container starts as root with only ``SETUID``, ``SETGID`` and ``KILL`` in its bounding
+set; tini stays pid 1, the idle sleeper drops to ``idle_user`` (65533) at once. Each
 evaluation execs the runner as root with only ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL``
 in the container's bounding set (``no-new-privileges``): it copies the program into the
 work dir (root's, mode 0444, sticky directory), starts the candidate under
@@ -125,8 +126,8 @@ class DockerSandbox:
         python: Interpreter path inside the image (default: ``/usr/bin/pythonX.Y``).
         user: ``uid:gid`` the runner drops to; root is refused.
         candidate_user: ``uid:gid`` of the candidate process (differs from ``user``).
-        idle_user: ``uid:gid`` of the container's own idle process (tini and a sleeper), which
-            the program cannot signal, so ``kill(-1)`` cannot stop a warm container.
+        idle_user: ``uid:gid`` of the container's idle process, which the program cannot
+            signal, so ``kill(-1)`` cannot stop a warm container.
         runtime: OCI runtime (e.g. ``"runsc"`` for gVisor).
         inherit_site_packages: Mount the controller's site-packages read-only.
         extra_sys_path: Host directories mounted read-only and appended to ``sys.path``.

@@ -153,6 +153,30 @@ def test_docker_kwargs():
         render_docker_kwargs(SandboxLimits(), image="i", user="0:0", env={}, mounts={})
 
 
+
+def test_docker_kwargs_of_the_backend_and_the_cpu_split():
+    """As the docker backend renders them: the container starts as root with SETUID, SETGID
+    and KILL only (its idle command drops to the idle uid), the work dir is root's and
+    sticky; the CPU ulimit is a backstop above the runner's own limit, which outlasts the
+    wall clock while the candidate keeps ``cpu_s``."""
+    from qdevolve.sandbox import _procctl
+    from qdevolve.sandbox.docker_backend import RUNNER_CAPS
+
+    limits = SandboxLimits(wall_s=20, cpu_s=2)
+    kw = render_docker_kwargs(limits, image="img", user="65533:65533", env={}, mounts={},
+                              work_owner=0, cap_add=RUNNER_CAPS, root_init=True)
+    assert kw["user"] == "0:0" and kw["cap_drop"] == ["ALL"]
+    assert sorted(kw["cap_add"]) == ["KILL", "SETGID", "SETUID"]
+    assert "no-new-privileges:true" in kw["security_opt"]
+    assert "uid=0,mode=1777" in kw["tmpfs"]["/qdevolve/work"]
+    own, cand = _procctl.split_cpu(render_rlimits(limits), 19.0)
+    assert cand == (2, 3) and own["CPU"][0] >= 20 and own["AS"] == render_rlimits(limits)["AS"]
+    cpu = next(u for u in kw["ulimits"] if u["name"] == "cpu")
+    assert cpu["soft"] > own["CPU"][0] and cpu["hard"] > own["CPU"][1]
+    with pytest.raises(ValueError, match="root"):
+        render_docker_kwargs(limits, image="i", user="0:0", env={}, mounts={}, root_init=True)
+
+
 OK_RECORD = {"status": "ok", "score": 1.0, "metrics": {}, "features": {}, "artifacts": {}}
 
 
