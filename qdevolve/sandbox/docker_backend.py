@@ -2,7 +2,7 @@
 
 Policy (:func:`~qdevolve.sandbox.limits.render_docker_kwargs`): network ``none``, memory =
 memory+swap, pids and CPU limits, read-only root with a tmpfs ``/tmp``, every capability
-dropped, ``no-new-privileges``, a non-root user, ``init`` (tini reaps orphans), logging
+dropped but three (see below), ``no-new-privileges``, non-root uids, ``init`` (tini reaps orphans), logging
 ``none``. The container idles; each evaluation is one ``exec`` of the runner, whose output is
 read (capped) from the exec stream on a reader thread while the calling thread keeps the wall
 clock. Mounts: the runner and the evaluator copies read-only, a per-container slot directory
@@ -17,9 +17,10 @@ work dir (root's, mode 0444, sticky directory), starts the candidate under
 ``candidate_user`` (65532), then drops to ``user`` (65534) keeping only ``CAP_KILL`` (to stop
 the candidate) and makes itself non-dumpable. The candidate thus cannot signal, trace or
 read the runner, the idle processes or the program file.
-``warm=True`` keeps one container per worker thread: the runner kills every other process
-of its user and empties ``/tmp`` before and after each evaluation; a container that timed
-out, ran out of memory, produced no record or stopped is removed and replaced.
+``warm=True`` keeps one container per worker thread: the runner kills every process of the
+candidate's and the runner's uids before and after each evaluation and empties ``/tmp`` and
+the work dir before it; a container that cannot be emptied, timed out, ran out of memory,
+produced no record or stopped is removed and replaced.
 """
 
 from __future__ import annotations
