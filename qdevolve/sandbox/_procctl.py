@@ -70,12 +70,13 @@ def reap(keep: set, uids: set | None = None) -> None:
             return
 
 
-def wipe(paths: list, user: tuple | None = None) -> list:
+def wipe(paths: list, users: list = ()) -> list:
     """Empty the directories ``paths`` (docker warm mode); the entries left, if any.
 
     Files go with ``unlink`` (this process owns the sticky directories). Directories go
-    with ``chmod -R u+rwx`` and ``rm -rf`` run as ``user`` (the candidate's uid owns what it
-    made; fd-based, no depth limit), then ``rm -rf`` as this process. No helper process is
+    with ``chmod -R u+rwx`` and ``rm -rf`` run as each of ``users`` (the candidate's and the
+    runner's uids own what they made; fd-based, no depth limit), then ``rm -rf`` as this
+    process. No helper process is
     started when only files were left, the usual case.
     """
     import stat
@@ -99,9 +100,11 @@ def wipe(paths: list, user: tuple | None = None) -> list:
                 os.unlink(entry)
         except OSError:
             dirs.append(entry)
-    steps = [] if not dirs else (
-        ([(["chmod", "-R", "u+rwx", "--"], user), (["rm", "-rf", "--one-file-system", "--"], user)] if user else [])
-        + [(["rm", "-rf", "--one-file-system", "--"], None)])
+    steps = []
+    if dirs:
+        for user in users:
+            steps += [(["chmod", "-R", "u+rwx", "--"], user), (["rm", "-rf", "--one-file-system", "--"], user)]
+        steps.append((["rm", "-rf", "--one-file-system", "--"], None))
     for argv, as_user in steps:
         extra = {} if as_user is None else {"user": as_user[0], "group": as_user[1], "extra_groups": []}
         try:

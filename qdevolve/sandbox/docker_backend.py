@@ -58,6 +58,7 @@ _IDLE = ("import os, sys, time\nuid, gid = map(int, sys.argv[1:3])\nos.setgroups
          "os.setresgid(gid, gid, gid)\nos.setresuid(uid, uid, uid)\nwhile True: time.sleep(3600)\n")
 _USER = 65534  # the runner once it dropped root
 _IDLE_USER = 65533  # the container's own processes: a program running as _USER cannot signal them
+_DIRTY = object()  # a warm container the runner could not empty (it exits 3 before evaluating)
 _CANDIDATE_USER = 65532  # the candidate: another uid than the runner's
 #: What the runner's exec keeps of root (see the module doc).
 RUNNER_CAPS = ["SETUID", "SETGID", "KILL"]
@@ -262,6 +263,12 @@ class DockerSandbox:
                  limits: SandboxLimits | None = None, *,
                  cascade_thresholds: Sequence[float] | None = None) -> EvalResult:
         """Evaluate ``program`` in a container; thread-safe; never raises for the program."""
+        result = self._evaluate(program, evaluator, limits, cascade_thresholds)
+        if result is _DIRTY:  # an earlier candidate left what could not be removed: new container
+            result = self._evaluate(program, evaluator, limits, cascade_thresholds)
+        return EvalResult(status="error", error="docker sandbox: no clean container") if result is _DIRTY else result
+
+    def _evaluate(self, program, evaluator, limits, cascade_thresholds):
         if self._closed:
             raise RuntimeError("docker sandbox is closed")
         limits = as_limits(limits) or self.limits
@@ -294,6 +301,9 @@ class DockerSandbox:
                 f"{SANDBOX_ROOT}/work", limits)
             oom = box.ooms() > ooms0
             cpu1 = box.cpu_s()
+            if self.warm and code == 3 and "could not be emptied" in err:
+                keep = False
+                return _DIRTY
             record, why = parse_record(out, run.nonce, clean_exit=code == 0 and not timed_out)
             outcome = Outcome(
                 exit_code=code, shell_style=True, timed_out=timed_out, oom_killed=oom,

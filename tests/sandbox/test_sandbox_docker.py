@@ -210,3 +210,24 @@ print('planted')
         assert box.containers() == held  # the same warm container
     finally:
         box.close()
+
+
+def test_warm_container_empties_what_the_evaluator_left(docker_image, tmp_path):
+    """The evaluator (runner's uid) leaves a private tree in /tmp: it is removed before the
+    next evaluation, in the same container."""
+    ev = tmp_path / "evaluator.py"
+    ev.write_text("import os\n\ndef evaluate(path):\n"
+                  "    seen = sorted(os.listdir('/tmp'))\n"
+                  "    os.makedirs('/tmp/evaluator_dir/inner', exist_ok=True)\n"
+                  "    open('/tmp/evaluator_dir/inner/f', 'w').write('x')\n"
+                  "    os.chmod('/tmp/evaluator_dir', 0o700)\n"
+                  "    return {'combined_score': float(len(seen) == 0)}\n")
+    box = make_box("docker", image=docker_image, warm=True)
+    try:
+        scores = [box.evaluate(Program(code="x = 1\n"), ev, LIMITS)]
+        held = box.containers()
+        scores += [box.evaluate(Program(code="x = 1\n"), ev, LIMITS) for _ in range(2)]
+        assert [(r.status, r.score) for r in scores] == [("ok", 1.0)] * 3, [r.error for r in scores]
+        assert box.containers() == held and len(held) == 1  # emptied, not replaced
+    finally:
+        box.close()
