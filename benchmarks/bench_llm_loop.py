@@ -3,17 +3,24 @@
 Both frameworks evolve ``examples/circle_packing`` with SEARCH/REPLACE diffs from the same
 scripted OpenAI-compatible server (``qdevolve.testing.scripted_server``, a real HTTP server
 on 127.0.0.1) at equal model concurrency: ``--concurrency C`` model requests in flight for
-both (qdevolve: ``backend.concurrency = run.max_pending = C``, with ``--workers`` sandbox
-workers; OpenEvolve: ``evaluator.parallel_evaluations = C`` worker processes, each waiting
-for its reply and then evaluating), at two server latencies: 0 s and 1 s per reply.
-Reported per framework: iterations/s, successful evaluations/s (children whose evaluation
-ended ``ok``), children salvaged (qdevolve: ``metadata.salvaged``) and controller CPU per
+both (qdevolve: ``backend.concurrency = run.max_pending = C`` generation slots, separate
+from its ``--workers`` evaluation slots; OpenEvolve: ``evaluator.parallel_evaluations = C``
+worker processes, each waiting for its reply and then evaluating), at server latencies
+``--latencies`` (default 0 s and 1 s per reply). Reported per run: iterations/s, successful
+evaluations/s (children whose evaluation ended ``ok``), children salvaged (qdevolve:
+``metadata.salvaged``), qdevolve's mean model requests in flight, and controller CPU per
 evaluation (the controller process only; sandbox processes and OpenEvolve's worker
-processes excluded alike). qdevolve runs with its sandbox on (bwrap where available);
-OpenEvolve evaluates in-process in its worker processes (no isolation). Each framework
-runs in its own process.
+processes excluded alike). Each framework runs in its own process; with ``--repeats N`` the
+two alternate N times per latency and the ratio of each back-to-back pair is reported.
 
-    python benchmarks/bench_llm_loop.py [--iterations 40] [--concurrency 8] [--workers 2] [--script sloppy:0.4]
+qdevolve evaluates with integrity on (the candidate in its own isolated process, the
+evaluator untouchable) on ``--backend`` (default ``local``) and, by default, the warm path
+(``--warm``: a pre-imported template per worker forks each evaluation; ``--cold``: a fresh
+sandbox per evaluation). OpenEvolve ``exec``s candidates in its worker processes (no
+isolation).
+
+    python benchmarks/bench_llm_loop.py [--iterations 80] [--concurrency 8] [--workers 2]
+        [--backend local|bwrap] [--warm|--cold] [--repeats 3] [--script evolve|sloppy:0.4]
 
 ``--script sloppy:F`` makes a fraction F of the scripted diffs slip as real models' replies
 do (indentation dropped, SEARCH lines re-spaced, a block or a whole program instead of a
@@ -62,12 +69,14 @@ def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, wor
     evo.run()
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
     gauge.stop()
+    boxes = list(getattr(evo.executor, "_sandboxes", {}).values())  # what the workers really used
+    used = [bool(getattr(b, "warm", False)) for b in boxes] or [bool((sandbox or {}).get("warm"))]
+    warm = " warm" if all(used) else " cold" if not any(used) else " warm/cold"
     evo.close()
     ok = store.execute("SELECT COUNT(*) FROM evaluations e JOIN programs p ON p.id = e.program_id "
                        "WHERE p.operator != 'seed' AND e.status = 'ok'")[0][0]
     salvaged = store.execute("SELECT COUNT(*) FROM programs WHERE json_extract(metadata, '$.salvaged') "
                              "IS NOT NULL")[0][0]
-    warm = " warm" if (sandbox or {}).get("warm") else " cold"
     return {"framework": "qdevolve", "sandbox": evo.sandbox_name + warm, "iterations": evo.children,
             "successful": ok, "salvaged": salvaged, "wall_s": wall, "cpu_s": cpu,
             "model_concurrency": concurrency, "eval_workers": workers, "mean_in_flight": gauge.mean}
@@ -171,7 +180,7 @@ def _spread(values: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--iterations", type=int, default=80)
     ap.add_argument("--latencies", default="0,1")
     ap.add_argument("--concurrency", type=int, default=8, help="model requests in flight, both frameworks")
     ap.add_argument("--workers", type=int, default=2, help="qdevolve sandbox workers")
