@@ -201,3 +201,19 @@ def test_unified_diff_that_does_not_apply_or_edits_fixed_code_fails_with_reason(
         DiffMutation().parse("@@ -1 +1 @@\n-    return f(3)\n+    return f(4)\n", PARENT, [])
     with pytest.raises(ParseError, match="no SEARCH"):  # only context lines: not a diff
         DiffMutation().parse("@@ -1 +1 @@\n     y = x + 1\n", PARENT, [])
+
+
+def test_unified_diff_salvage_reaches_the_candidate_through_the_real_server() -> None:
+    parent = Program(code=CODE)
+    ctx = MutationContext(rng=np.random.default_rng(0))
+
+    async def go(b: OpenAIBackend):
+        try:
+            return await DiffMutation().propose(parent, ctx, b)
+        finally:
+            await b.aclose()
+
+    with ScriptedServer(lambda r: UNIFIED) as server:
+        (cand,) = asyncio.run(go(OpenAIBackend(api_base=server.url, model="m")))
+    assert cand.code == CODE.replace("x + 1", "x + 7")
+    assert cand.metadata["salvaged"] == "unified_diff"
