@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from qdevolve.db import LineageStore
 from qdevolve.evolve.engine import Evolution
 from qdevolve.evolve.example import load_example
@@ -64,6 +66,7 @@ def test_requests_start_while_children_evaluate(tmp_path: Path) -> None:
     assert n == 5
 
 
+@pytest.mark.slow
 def test_backpressure_when_evaluation_is_the_bottleneck(tmp_path: Path) -> None:
     """A full backlog stops new requests: at most max_pending + backlog jobs exist at once."""
     clock = _Clock()
