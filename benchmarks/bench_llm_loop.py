@@ -3,17 +3,24 @@
 Both frameworks evolve ``examples/circle_packing`` with SEARCH/REPLACE diffs from the same
 scripted OpenAI-compatible server (``qdevolve.testing.scripted_server``, a real HTTP server
 on 127.0.0.1) at equal model concurrency: ``--concurrency C`` model requests in flight for
-both (qdevolve: ``backend.concurrency = run.max_pending = C``, with ``--workers`` sandbox
-workers; OpenEvolve: ``evaluator.parallel_evaluations = C`` worker processes, each waiting
-for its reply and then evaluating), at two server latencies: 0 s and 1 s per reply.
-Reported per framework: iterations/s, successful evaluations/s (children whose evaluation
-ended ``ok``), children salvaged (qdevolve: ``metadata.salvaged``) and controller CPU per
+both (qdevolve: ``backend.concurrency = run.max_pending = C`` generation slots, separate
+from its ``--workers`` evaluation slots; OpenEvolve: ``evaluator.parallel_evaluations = C``
+worker processes, each waiting for its reply and then evaluating), at server latencies
+``--latencies`` (default 0 s and 1 s per reply). Reported per run: iterations/s, successful
+evaluations/s (children whose evaluation ended ``ok``), children salvaged (qdevolve:
+``metadata.salvaged``), qdevolve's mean model requests in flight, and controller CPU per
 evaluation (the controller process only; sandbox processes and OpenEvolve's worker
-processes excluded alike). qdevolve runs with its sandbox on (bwrap where available);
-OpenEvolve evaluates in-process in its worker processes (no isolation). Each framework
-runs in its own process.
+processes excluded alike). Each framework runs in its own process; with ``--repeats N`` the
+two alternate N times per latency and the ratio of each back-to-back pair is reported.
 
-    python benchmarks/bench_llm_loop.py [--iterations 40] [--concurrency 8] [--workers 2] [--script sloppy:0.4]
+qdevolve evaluates with integrity on (the candidate in its own isolated process, the
+evaluator untouchable) on ``--backend`` (default ``local``) and, by default, the warm path
+(``--warm``: a pre-imported template per worker forks each evaluation; ``--cold``: a fresh
+sandbox per evaluation). OpenEvolve ``exec``s candidates in its worker processes (no
+isolation).
+
+    python benchmarks/bench_llm_loop.py [--iterations 80] [--concurrency 8] [--workers 2]
+        [--backend local|bwrap] [--warm|--cold] [--repeats 3] [--script evolve|sloppy:0.4]
 
 ``--script sloppy:F`` makes a fraction F of the scripted diffs slip as real models' replies
 do (indentation dropped, SEARCH lines re-spaced, a block or a whole program instead of a
@@ -42,7 +49,8 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, workers: int) -> dict:
+def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, workers: int,
+                 sandbox: dict | None = None) -> dict:
     from qdevolve.db import LineageStore
     from qdevolve.evolve.engine import Evolution
     from qdevolve.evolve.example import load_example
@@ -50,22 +58,59 @@ def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, wor
     ex = load_example(EXAMPLE)
     cfg = ex.config.with_overrides(
         iterations=iterations, workers=workers, max_pending=concurrency, seed=0,
+        sandbox=sandbox or {"type": "auto"},
         mutation=[{"type": "diff", "weight": 1.0}],
         backend={"type": "openai", "api_base": url, "model": "scripted", "timeout_s": 60, "retries": 2,
                  "concurrency": concurrency})
     store = LineageStore(workdir / "qd.sqlite")
     evo = Evolution.start(ex, cfg, store, progress=False)
+    gauge = _InFlight(evo.backend)
     c0, t0 = _cpu(), time.perf_counter()
     evo.run()
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    gauge.stop()
+    boxes = list(getattr(evo.executor, "_sandboxes", {}).values())  # what the workers really used
+    used = [bool(getattr(b, "warm", False)) for b in boxes] or [bool((sandbox or {}).get("warm"))]
+    warm = " warm" if all(used) else " cold" if not any(used) else " warm/cold"
     evo.close()
     ok = store.execute("SELECT COUNT(*) FROM evaluations e JOIN programs p ON p.id = e.program_id "
                        "WHERE p.operator != 'seed' AND e.status = 'ok'")[0][0]
     salvaged = store.execute("SELECT COUNT(*) FROM programs WHERE json_extract(metadata, '$.salvaged') "
                              "IS NOT NULL")[0][0]
-    return {"framework": "qdevolve", "sandbox": evo.sandbox_name, "iterations": evo.children,
+    return {"framework": "qdevolve", "sandbox": evo.sandbox_name + warm, "iterations": evo.children,
             "successful": ok, "salvaged": salvaged, "wall_s": wall, "cpu_s": cpu,
-            "model_concurrency": concurrency, "eval_workers": workers}
+            "model_concurrency": concurrency, "eval_workers": workers, "mean_in_flight": gauge.mean}
+
+
+class _InFlight:
+    """Time-averaged model requests in flight: wraps the backend's ``generate`` (bench only)."""
+
+    def __init__(self, backend) -> None:
+        self.backend, self.n, self.area, self.t0 = backend, 0, 0.0, time.perf_counter()
+        self.last, self.end = self.t0, None
+        inner = backend.generate
+
+        async def generate(requests):
+            self._step(len(requests))
+            try:
+                return await inner(requests)
+            finally:
+                self._step(-len(requests))
+
+        backend.generate = generate
+
+    def _step(self, d: int) -> None:
+        now = time.perf_counter()
+        self.area += self.n * (now - self.last)
+        self.n, self.last = self.n + d, now
+
+    def stop(self) -> None:
+        self._step(0)
+        self.end = self.last
+
+    @property
+    def mean(self) -> float:
+        return self.area / max((self.end or self.last) - self.t0, 1e-9)
 
 
 OE_CONFIG = """max_iterations: {n}
@@ -92,7 +137,8 @@ evaluator:
 """
 
 
-def run_openevolve(url: str, iterations: int, workdir: Path, concurrency: int, workers: int) -> dict:
+def run_openevolve(url: str, iterations: int, workdir: Path, concurrency: int, workers: int,
+                   sandbox: dict | None = None) -> dict:
     from openevolve import OpenEvolve
     from openevolve.config import load_config
 
@@ -111,22 +157,39 @@ def run_openevolve(url: str, iterations: int, workdir: Path, concurrency: int, w
             "model_concurrency": concurrency, "eval_workers": concurrency}
 
 
-def _child(framework: str, url: str, iterations: int, concurrency: int, workers: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", framework, "--url", url, "--iterations",
-                          str(iterations), "--concurrency", str(concurrency), "--workers", str(workers)],
-                         capture_output=True, text=True, timeout=1800)
+def _child(framework: str, url: str, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--child", framework, "--url", url, "--iterations", str(args.iterations),
+           "--concurrency", str(args.concurrency), "--workers", str(args.workers), "--backend", args.backend]
+    out = subprocess.run(cmd + (["--warm"] if args.warm else ["--cold"]), capture_output=True, text=True,
+                         timeout=1800)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     if out.returncode != 0 or not line:
         raise RuntimeError(f"{framework} failed:\n{out.stderr[-3000:]}")
     return json.loads(line[-1][len("RESULT "):])
 
 
+def _rate(r: dict) -> float:
+    return r["successful"] / r["wall_s"]
+
+
+def _spread(values: list[float]) -> str:
+    values = sorted(values)
+    mid = values[len(values) // 2] if len(values) % 2 else 0.5 * (values[len(values) // 2 - 1] + values[len(values) // 2])
+    return f"{mid:.2f}" if len(values) == 1 else f"{mid:.2f} ({values[0]:.2f}-{values[-1]:.2f})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--iterations", type=int, default=80)
     ap.add_argument("--latencies", default="0,1")
     ap.add_argument("--concurrency", type=int, default=8, help="model requests in flight, both frameworks")
     ap.add_argument("--workers", type=int, default=2, help="qdevolve sandbox workers")
+    ap.add_argument("--backend", default="local", help="qdevolve sandbox backend: local, bwrap, docker or auto")
+    warm = ap.add_mutually_exclusive_group()
+    warm.add_argument("--warm", dest="warm", action="store_true", default=True,
+                      help="warm sandbox path: a pre-imported template per worker forks each evaluation (default)")
+    warm.add_argument("--cold", dest="warm", action="store_false", help="a fresh sandbox process per evaluation")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each framework at each latency (interleaved)")
     ap.add_argument("--script", default="evolve",
                     help="scripted model: evolve (clean diffs) or sloppy[:fraction] (some diffs slip as real models' do)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llm_loop.md"))
@@ -134,52 +197,60 @@ def main() -> None:
     ap.add_argument("--url")
     args = ap.parse_args()
     if args.child:
+        sandbox = {"type": args.backend, **({"warm": True} if args.warm else {})}
         with tempfile.TemporaryDirectory() as d:
             fn = run_qdevolve if args.child == "qdevolve" else run_openevolve
-            result = fn(args.url, args.iterations, Path(d), args.concurrency, args.workers)
+            result = fn(args.url, args.iterations, Path(d), args.concurrency, args.workers, sandbox)
             print("RESULT " + json.dumps(result), flush=True)
         return
     from rich.console import Console
     from rich.table import Table
 
-    rows = []
+    rows, loads = [], [os.getloadavg()[0]]
     for latency in [float(x) for x in args.latencies.split(",")]:
         server = subprocess.Popen([sys.executable, "-m", "qdevolve.testing.scripted_server", "--script", args.script,
                                    "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
         try:
             url = server.stdout.readline().split()[1]
-            for fw in ("qdevolve", "openevolve"):
-                r = _child(fw, url, args.iterations, args.concurrency, args.workers)
-                r["latency_s"] = latency
-                rows.append(r)
+            for rep in range(args.repeats):
+                for fw in ("qdevolve", "openevolve"):
+                    r = _child(fw, url, args)
+                    r["latency_s"], r["repeat"] = latency, rep
+                    rows.append(r)
+                    loads.append(os.getloadavg()[0])
         finally:
             server.terminate()
             server.wait(timeout=10)
-    load = os.getloadavg()[0]
     t = Table(title=f"{args.iterations} iterations on circle_packing, model concurrency {args.concurrency}")
-    cols = ("latency", "framework", "isolation", "model concurrency", "eval workers", "iterations/s",
-            "successful evals/s", "ok / salvaged", "controller CPU ms/eval")
+    cols = ("latency", "framework", "isolation", "model concurrency", "eval workers", "requests in flight (mean)",
+            "iterations/s", "successful evals/s", "ok / salvaged", "controller CPU ms/eval")
     for c in cols:
         t.add_column(c)
-    lines = [f"# bench_llm_loop ({time.strftime('%Y-%m-%d')})", "",
+    lines = [f"# bench_llm_loop ({time.strftime('%Y-%m-%d %H:%M')})", "",
              f"Command: `python benchmarks/bench_llm_loop.py --iterations {args.iterations} --concurrency "
-             f"{args.concurrency} --workers {args.workers} --script {args.script}` ({os.cpu_count()} cores, load average "
-             f"{load:.1f} at the end, scripted server on 127.0.0.1).", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+             f"{args.concurrency} --workers {args.workers} --backend {args.backend} "
+             f"{'--warm' if args.warm else '--cold'} --repeats {args.repeats} --script {args.script}` "
+             f"({os.cpu_count()} cores, load average {min(loads):.1f}-{max(loads):.1f} during the runs, "
+             "scripted server on 127.0.0.1).", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
+        inflight = r.get("mean_in_flight")
         vals = (f"{r['latency_s']:.0f} s", r["framework"], r["sandbox"], str(r["model_concurrency"]),
-                str(r["eval_workers"]), f"{r['iterations'] / r['wall_s']:.2f}", f"{r['successful'] / r['wall_s']:.2f}",
+                str(r["eval_workers"]), "-" if inflight is None else f"{inflight:.1f}",
+                f"{r['iterations'] / r['wall_s']:.2f}", f"{_rate(r):.2f}",
                 f"{r['successful']}/{r['iterations']} / {r['salvaged']}",
                 f"{1000 * r['cpu_s'] / max(r['iterations'], 1):.1f}")
         t.add_row(*vals)
         lines.append("| " + " | ".join(vals) + " |")
+    lines.append("")
     for latency in sorted({r["latency_s"] for r in rows}):
-        q = next(r for r in rows if r["latency_s"] == latency and r["framework"] == "qdevolve")
-        o = next(r for r in rows if r["latency_s"] == latency and r["framework"] == "openevolve")
-        ratio = (q["successful"] / q["wall_s"]) / max(o["successful"] / o["wall_s"], 1e-9)
-        lines.append(f"\nAt {latency:.0f} s latency: qdevolve / OpenEvolve successful evaluations/s = {ratio:.2f}x")
+        q = [_rate(r) for r in rows if r["latency_s"] == latency and r["framework"] == "qdevolve"]
+        o = [_rate(r) for r in rows if r["latency_s"] == latency and r["framework"] == "openevolve"]
+        ratios = [a / max(b, 1e-9) for a, b in zip(q, o, strict=True)]  # each repeat's pair, run back to back
+        lines.append(f"At {latency:.0f} s latency: successful evaluations/s qdevolve {_spread(q)}, OpenEvolve "
+                     f"{_spread(o)}; ratio per repeat {_spread(ratios)}x (median (min-max))")
     Console().print(t)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-2:]))
+    print("\n".join(lines[-len({r['latency_s'] for r in rows}):]))
     print(f"wrote {args.out}")
 
 

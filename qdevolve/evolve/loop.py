@@ -1,8 +1,17 @@
-"""The engine's loop: keep ``max_pending`` jobs in flight until the ledger says stop.
+"""The engine's loop: keep ``max_pending`` model requests in flight until the ledger says stop.
 
 A job is one child plan: ask (reserve budget), breed (the operator's model call), evaluate
 each child on the executor and tell it, then the listener's ``after_job``. The loop only
 manages concurrency; every decision lives in the engine, the breeder and the ledger.
+
+Generation slots and evaluation slots are separate: at most ``max_pending`` jobs are
+*breeding* (waiting for the model) at once, and a job that has bred gives its generation
+slot back while its children wait for and run their evaluations, so the model always has
+``max_pending`` requests in flight while the workers evaluate. Up to ``backlog`` bred jobs
+may wait for evaluation beyond that (:func:`eval_backlog`: ``2 x`` the executor's slots with
+a model backend; ``0`` without one or while training, where the old rule, ``max_pending``
+jobs in flight in all, keeps a one-worker run deterministic and the rollouts on-policy).
+When the backlog is full no new request starts until an evaluation finishes (backpressure).
 
 Stopping: the budget is planned, a token/cost/wall budget is spent, a stop reason is set (duplicate streak), the wall time
 passes (jobs in flight are cancelled: nothing of an untold child is stored), or a job
@@ -14,20 +23,32 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["drive"]
+__all__ = ["drive", "eval_backlog"]
 
 
-async def _job(engine: Any, plan: Any) -> None:
-    children = await engine.breed(plan)
+def eval_backlog(engine: Any) -> int:
+    """Bred jobs that may wait for evaluation past the ``max_pending`` generation slots."""
+    if getattr(engine, "backend", None) is None or getattr(engine, "listener", None) is not None:
+        return 0
+    return 2 * max(1, int(getattr(engine.executor, "slots", 1) or 1))
+
+
+async def _job(engine: Any, plan: Any, bred: Callable[[], None]) -> None:
+    try:
+        children = await engine.breed(plan)
+    finally:
+        bred()  # the generation slot is free: the next request may start while these evaluate
     await asyncio.gather(*(engine.evaluate(c) for c in children))
     await engine.after_job(children)
 
 
-async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None) -> None:
+async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None, backlog: int | None = None) -> None:
     """Run jobs until the budget, a stop reason, the wall time or an error (module docstring)."""
     ledger = engine.ledger
+    backlog = eval_backlog(engine) if backlog is None else max(0, int(backlog))
     deadline = None if not wall_time_s else time.monotonic() + float(wall_time_s)
     if engine.unevaluated:  # stored without an evaluation by a schema-v1 run
         from qdevolve.evolve.breeder import Child
@@ -37,6 +58,14 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None) -> 
                                for p in engine.unevaluated))
         engine.unevaluated = []
     pending: set[asyncio.Task[None]] = set()
+    breeding = 0
+    wake = asyncio.Event()  # set when a job has bred (its generation slot is free)
+
+    def bred() -> None:
+        nonlocal breeding
+        breeding -= 1
+        wake.set()
+
     iteration = ledger.reserved
     error: BaseException | None = None
     while error is None and not ledger.stopping:
@@ -50,8 +79,18 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None) -> 
         if spent:
             ledger.stop(spent)
             break
-        if pending and (len(pending) >= max_pending or ledger.remaining == 0):
-            done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        if pending and (breeding >= max_pending or len(pending) >= max_pending + backlog or ledger.remaining == 0):
+            waiter = None
+            if backlog and breeding >= max_pending and len(pending) < max_pending + backlog \
+                    and ledger.remaining > 0:
+                waiter = asyncio.ensure_future(wake.wait())  # a generation slot frees before a job ends
+            done, _ = await asyncio.wait(pending if waiter is None else pending | {waiter}, timeout=left,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if waiter is not None:
+                waiter.cancel()
+                done.discard(waiter)
+                wake.clear()
+            pending -= done
             errors = [t.exception() for t in done if not t.cancelled()]  # retrieves every one
             error = next((e for e in errors if e is not None), None)
             continue
@@ -60,7 +99,8 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None) -> 
             break
         plan = engine.ask(iteration)
         iteration += 1
-        pending.add(asyncio.create_task(_job(engine, plan)))
+        breeding += 1
+        pending.add(asyncio.create_task(_job(engine, plan, bred)))
     results = await asyncio.gather(*pending, return_exceptions=True)
     error = error or next((r for r in results if isinstance(r, BaseException)
                            and not isinstance(r, asyncio.CancelledError)), None)

@@ -20,8 +20,10 @@ candidate fails with the reason.
 Salvage, as a careful reader would: a reply with no SEARCH/REPLACE block but a fenced
 program (with the EVOLVE-BLOCK markers, or the parent's fixed code around the new body) is
 taken as a rewrite, and a fenced block that redefines what the parent's one region defines
-is taken as the region's new body. The child records how in ``metadata["salvaged"]``
-(``full_program``, ``block``, or the loosest SEARCH comparison used).
+is taken as the region's new body; a unified diff (``@@`` hunks, as ``git diff`` prints) is
+read hunk by hunk as SEARCH/REPLACE pairs (:mod:`qdevolve.mutation.udiff`). The child
+records how in ``metadata["salvaged"]`` (``full_program``, ``block``, ``unified_diff``, or
+the loosest SEARCH comparison used).
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.mutation._llm import LLMMutation, ParseError, extract_code_blocks
 from qdevolve.mutation.blocks import edits_inside_blocks, find_blocks
+from qdevolve.mutation.udiff import unified_pairs
 from qdevolve.types import Program
 
-__all__ = ["DiffMutation", "parse_diff", "apply_diff", "salvage_program"]
+__all__ = ["DiffMutation", "parse_diff", "apply_diff", "salvage_program", "salvage_unified"]
 
 _BLOCK = re.compile(
     r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
@@ -163,7 +166,7 @@ class DiffMutation(LLMMutation):
         try:
             pairs = parse_diff(reply)
         except ParseError as exc:
-            salvaged = salvage_program(reply, parent)
+            salvaged = salvage_unified(reply, parent) or salvage_program(reply, parent)
             if salvaged is None:
                 raise exc from None
             return salvaged
@@ -178,6 +181,24 @@ class DiffMutation(LLMMutation):
         if loosest != "exact":
             meta["salvaged"] = loosest
         return child, meta
+
+
+def salvage_unified(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
+    """A unified diff (``@@`` hunks) read as SEARCH/REPLACE pairs (:mod:`qdevolve.mutation.udiff`).
+
+    Returns ``(child, metadata)``, ``None`` when the reply has no hunk; a hunk that does not
+    apply is a :class:`ParseError` with the reason, as for a SEARCH/REPLACE block.
+    """
+    pairs = unified_pairs(reply)
+    if not pairs:
+        return None
+    child, hows = apply_diff(parent.code, pairs)
+    if child == parent.code:
+        raise ParseError("the diff changes nothing")
+    if not edits_inside_blocks(parent.code, child):
+        raise ParseError("edit outside the EVOLVE-BLOCK markers: only code between "
+                         "EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change")
+    return child, {"edits": len(pairs), "match": hows, "salvaged": "unified_diff"}
 
 
 def salvage_program(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:

@@ -158,3 +158,62 @@ def test_every_sloppy_scripted_reply_is_salvaged_by_the_diff_operator() -> None:
         assert edits_inside_blocks(CIRCLE_PACKING, child)
         kinds[meta["salvaged"]] = kinds.get(meta["salvaged"], 0) + 1
     assert set(kinds) == {"indentation", "whitespace", "block", "full_program"}, kinds
+
+
+UNIFIED = """I changed the increment:
+```diff
+--- a/program.py
++++ b/program.py
+@@ -4,4 +4,4 @@ def f(x):
+ def f(x):
+-    y = x + 1
++    y = x + 7
+
+     return y * 2
+```
+"""
+
+
+def test_unified_diff_is_read_as_search_replace() -> None:
+    child, meta = DiffMutation().parse(UNIFIED, PARENT, [])
+    assert "y = x + 7" in child and "y = x + 1" not in child
+    assert child.replace("x + 7", "x + 1") == CODE, "nothing else changes"
+    assert meta["salvaged"] == "unified_diff" and meta["edits"] == 1
+
+
+def test_unified_diff_with_wrong_line_numbers_dropped_indentation_and_two_hunks() -> None:
+    reply = ("@@ -90,2 +90,2 @@\n"
+             "-y = x + 1\n"
+             "+y = x + 2\n"
+             "@@ -1,1 +1,1 @@\n"
+             "-    return y * 2\n"
+             "+    return y * 3\n")
+    child, meta = DiffMutation().parse(reply, PARENT, [])
+    assert "    y = x + 2" in child and "    return y * 3" in child  # re-indented to the parent's
+    compile(child, "child", "exec")
+    assert meta["salvaged"] == "unified_diff" and meta["edits"] == 2
+
+
+def test_unified_diff_that_does_not_apply_or_edits_fixed_code_fails_with_reason() -> None:
+    with pytest.raises(ParseError, match="not found"):
+        DiffMutation().parse("@@ -1 +1 @@\n-    z = 5\n+    z = 6\n", PARENT, [])
+    with pytest.raises(ParseError, match="EVOLVE-BLOCK"):
+        DiffMutation().parse("@@ -1 +1 @@\n-    return f(3)\n+    return f(4)\n", PARENT, [])
+    with pytest.raises(ParseError, match="no SEARCH"):  # only context lines: not a diff
+        DiffMutation().parse("@@ -1 +1 @@\n     y = x + 1\n", PARENT, [])
+
+
+def test_unified_diff_salvage_reaches_the_candidate_through_the_real_server() -> None:
+    parent = Program(code=CODE)
+    ctx = MutationContext(rng=np.random.default_rng(0))
+
+    async def go(b: OpenAIBackend):
+        try:
+            return await DiffMutation().propose(parent, ctx, b)
+        finally:
+            await b.aclose()
+
+    with ScriptedServer(lambda r: UNIFIED) as server:
+        (cand,) = asyncio.run(go(OpenAIBackend(api_base=server.url, model="m")))
+    assert cand.code == CODE.replace("x + 1", "x + 7")
+    assert cand.metadata["salvaged"] == "unified_diff"
