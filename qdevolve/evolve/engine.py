@@ -35,7 +35,6 @@ from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, Ru
 from qdevolve.evolve import loop
 from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
 from qdevolve.evolve.budget import BudgetMeter
-from qdevolve.evolve.run_state import counters_state, restore_counters
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import WorkerLost
@@ -44,6 +43,7 @@ from qdevolve.evolve.hooks import ChildObserver, DeadlineAware, StatefulBackend,
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
+from qdevolve.evolve.run_state import counters_state, restore_counters
 from qdevolve.evolve.summary import RunSummary, summarize
 from qdevolve.mutation.base import Candidate
 from qdevolve.textsafe import terminal_safe_line

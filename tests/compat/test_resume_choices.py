@@ -129,7 +129,7 @@ def _choices(db: Path) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
                            "FROM programs p JOIN evaluations e ON e.program_id = p.id ORDER BY p.seq").fetchall()
         pos = {r[0]: i for i, r in enumerate(rows)}
         edges: dict[str, dict[str, list[int]]] = {}
-        for parent, child, role, position in con.execute(
+        for parent, child, role, _position in con.execute(
                 "SELECT parent_id, child_id, role, position FROM edges ORDER BY child_id, role, position, parent_id"):
             edges.setdefault(child, {}).setdefault(role, []).append(pos[parent])
         out = []
