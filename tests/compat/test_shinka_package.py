@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EVALUATE = '''from shinka.core import run_shinka_eval
 
 
+def no_kwargs(run_index):
+    return {}  # values() takes no arguments (run_shinka_eval passes a seed by default)
+
+
 def validate(result):
     ok = all(isinstance(v, float) for v in result)
     return ok, None if ok else "values() must return floats"
@@ -47,7 +51,7 @@ def aggregate(results):
 def main(program_path, results_dir):
     metrics, correct, error = run_shinka_eval(
         program_path=program_path, results_dir=results_dir, experiment_fn_name="values", num_runs=2,
-        validate_fn=validate, aggregate_metrics_fn=aggregate)
+        get_experiment_kwargs=no_kwargs, validate_fn=validate, aggregate_metrics_fn=aggregate)
     return metrics
 '''
 
@@ -99,5 +103,6 @@ def test_run_shinka_eval_inside_the_sandbox(tmp_path: Path, shinka_python: str, 
     assert score == pytest.approx(1.0 / (1.0 + 2.5 ** 2 + 3.0 ** 2 + 1.0 ** 2))  # the seed: (0.5, 2.0, 1.0)
     assert json.loads(metrics)["spread"] == pytest.approx(1.5)
     art = json.loads(artifacts)
-    assert art.get("private.runs") == 2, art  # run_shinka_eval called values() twice
+    assert art.get("private.runs") == "2", art  # run_shinka_eval called values() twice
+    assert "Metrics saved to" in art.get("stdout", ""), "shinka's own messages, captured"
     assert any(row[0] == "ok" and row[1] != score for row in rows[1:]), "children were scored too"
