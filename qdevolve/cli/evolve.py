@@ -137,6 +137,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     config = _apply_overrides(example.config, values, model=model, api_base=api_base)
     if budget is not config.budget:
         config = config.with_overrides(budget=budget)
+    _warn_budget(console, config.budget)
     if ray_address:
         config = _with_ray_address(config, ray_address)
     if policy or train_objective or train_every or objective_args or config.train:
@@ -185,6 +186,13 @@ def _store_limits(store: Any, run_id: str, flags: dict[str, str | None], wall: f
         store.update_run(run_id, config=new)
     finally:
         lease.release()
+
+
+def _warn_budget(console: Console, budget: dict[str, Any] | None) -> None:
+    from qdevolve.evolve.budget import budget_warnings
+
+    for w in budget_warnings(budget):
+        console.print(f"[yellow]warning:[/] {w}", soft_wrap=True, markup=True)
 
 
 def _with_ray_address(config: Any, address: str) -> Any:
@@ -254,6 +262,7 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     rid = store.resolve_run(run_id)
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
+        _warn_budget(console, store.get_run(rid)["config"].get("budget"))
     for pf in store.plugin_files(rid):
         registry.load_plugin_file(pf["path"])
     if ray_address and store.get_run(rid)["config"].get("executor") != "ray":

@@ -211,3 +211,12 @@ def with_budget_flags(budget: dict[str, Any] | None, flags: dict[str, str | None
     if not given:
         return budget
     return parse_budget({**(budget or {}), **given}, where="command line")
+
+
+def budget_warnings(budget: dict[str, Any] | None) -> list[str]:
+    """Limits that cannot stop a run as configured (a cost budget without any prices)."""
+    b = budget or {}
+    if b.get("max_cost") is not None and not b.get("prices"):
+        return [f"budget.max_cost ({b['max_cost']:g}) never stops this run: budget.prices is empty and "
+                "an unpriced model costs 0; add prices per model (per million tokens)"]
+    return []

@@ -160,3 +160,12 @@ def test_run_refuses_bad_budget_options_before_anything(tmp_path: Path, args: li
                        timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and args[0] in r.stderr, r.stderr
     assert not db.exists()
+
+
+def test_a_cost_budget_without_prices_is_warned_about() -> None:
+    from qdevolve.evolve.budget import budget_warnings, with_budget_flags
+
+    assert budget_warnings(with_budget_flags(None, {"max_cost": "5"}))[0].startswith("budget.max_cost (5) never")
+    priced = with_budget_flags({"prices": {"m": {"input": 1.0, "output": 2.0}}}, {"max_cost": "5"})
+    assert budget_warnings(priced) == [] and priced["max_cost"] == 5.0
+    assert with_budget_flags(priced, {"max_cost": None}) is priced, "no flag given: the stored budget as it is"
