@@ -69,6 +69,22 @@ def _apply_overrides(config: Any, values: dict[str, Any], *, model: str | None, 
 PLUGIN_SLOTS = {name for name, _flag, _kind, _help, plugin in cli_fields() if plugin}
 
 
+def budget_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--max-tokens``, ``--max-cost``, ``--max-wall-time`` (the config's ``budget`` limits);
+    values arrive as text in ``budget_flags`` and are checked by
+    :func:`~qdevolve.evolve.budget.parse_budget_flag` (one line, exit 2)."""
+    from qdevolve.evolve.budget import BUDGET_FLAGS
+
+    for key, flag, help_ in reversed(BUDGET_FLAGS):
+        command = click.option(flag, "budget_" + key, default=None, metavar="N", help=help_)(command)
+    return command
+
+
+def _budget_flags(values: dict[str, Any]) -> dict[str, str | None]:
+    """Pop the ``budget_*`` options out of ``values``: ``{max_tokens: text or None, ...}``."""
+    return {k[len("budget_"):]: values.pop(k) for k in [k for k in values if k.startswith("budget_")]}
+
+
 def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """One click option per :class:`RunConfig` field with help text (the field's help is the
     option's help; plugin slots take a plugin name). Values arrive in ``config_values``."""
@@ -83,6 +99,7 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
            "postgresql+psycopg://USER:PASSWORD@HOST/DB (default: $QDEVOLVE_DB, else "
            "archives/<example>-<time>.sqlite).")
 @config_options
+@budget_options
 @click.option("--ray-address", default=None,
               help="HOST:PORT of a Ray cluster's head (or 'auto', or ray://HOST:10001) for --executor ray.")
 @click.option("--model", default=None, help="Model name (for --backend).")
@@ -113,8 +130,14 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     example = load_example(example_dir, config_path=config_path)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
+    from qdevolve.evolve.budget import with_budget_flags
+
+    budget = with_budget_flags(example.config.budget, _budget_flags(config_values))
     values = {k: v for k, v in config_values.items() if v is not None}
     config = _apply_overrides(example.config, values, model=model, api_base=api_base)
+    if budget is not config.budget:
+        config = config.with_overrides(budget=budget)
+    _warn_budget(console, config.budget)
     if ray_address:
         config = _with_ray_address(config, ray_address)
     if policy or train_objective or train_every or objective_args or config.train:
@@ -145,6 +168,31 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
         raise
     print_summary(summary, Console())
     store.close()
+
+
+def _store_limits(store: Any, run_id: str, flags: dict[str, str | None], wall: float | None) -> None:
+    """Write resume's new limits into the run's stored config (under the run's lease, so a
+    run another process is writing is refused before anything changes)."""
+    from qdevolve.evolve.budget import with_budget_flags
+    from qdevolve.evolve.config import RunConfig
+
+    stored = dict(store.get_run(run_id)["config"])
+    new = dict(stored, budget=with_budget_flags(stored.get("budget"), flags))
+    if wall is not None:
+        new["wall_time_s"] = wall
+    RunConfig.from_dict(new)  # the stored config still loads
+    lease = store.lease(run_id).acquire()
+    try:
+        store.update_run(run_id, config=new)
+    finally:
+        lease.release()
+
+
+def _warn_budget(console: Console, budget: dict[str, Any] | None) -> None:
+    from qdevolve.evolve.budget import budget_warnings
+
+    for w in budget_warnings(budget):
+        console.print(f"[yellow]warning:[/] {w}", soft_wrap=True, markup=True)
 
 
 def _with_ray_address(config: Any, address: str) -> Any:
@@ -179,13 +227,20 @@ def _remove_db(path: Path) -> None:
 @db_option()
 @click.option("--run", "run_id", default=None, help="Run id (default: the latest run).")
 @click.option("--iterations", type=int, default=None, help="New total budget of child programs.")
+@click.option("--wall-time", "wall_time", default=None, metavar="SECONDS",
+              help="Stop this invocation after this many seconds (replaces the stored run.wall_time_s).")
+@budget_options
 @click.option("--example-dir", default=None, help="Where the example lives now, if it moved.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--ray-address", default=None,
               help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
-def resume(db: str, run_id: str | None, iterations: int | None, example_dir: str | None, no_progress: bool,
-           ray_address: str | None) -> None:
-    """Continue a run from its database (after a crash, SIGKILL or to extend the budget)."""
+def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str | None, example_dir: str | None,
+           no_progress: bool, ray_address: str | None, **budget_values: Any) -> None:
+    """Continue a run from its database (after a crash, SIGKILL or to extend the budget).
+
+    ``--iterations``, ``--wall-time`` and the budget options replace the run's stored limits
+    (a run stopped by its token, cost or wall-time budget goes on with a larger one); the new
+    limits are stored in the run's config."""
     from qdevolve import registry
     from qdevolve.db import open_store
     from qdevolve.evolve.display import print_summary
@@ -196,8 +251,18 @@ def resume(db: str, run_id: str | None, iterations: int | None, example_dir: str
         from qdevolve.evolve.validate import check_iterations
 
         check_iterations(iterations, where="--iterations")
+    from qdevolve.evolve.budget import parse_budget_flag
+
+    flags = _budget_flags(budget_values)
+    for key, text in flags.items():  # a bad value costs nothing: checked before the database opens
+        if text is not None:
+            parse_budget_flag(key, text)
+    wall = None if wall_time is None else parse_budget_flag("max_wall_time", wall_time, flag="--wall-time")
     store = open_store(db)
     rid = store.resolve_run(run_id)
+    if wall is not None or any(v is not None for v in flags.values()):
+        _store_limits(store, rid, flags, wall)
+        _warn_budget(console, store.get_run(rid)["config"].get("budget"))
     for pf in store.plugin_files(rid):
         registry.load_plugin_file(pf["path"])
     if ray_address and store.get_run(rid)["config"].get("executor") != "ray":

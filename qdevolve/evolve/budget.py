@@ -168,3 +168,55 @@ class BudgetMeter:
                 "models": {m: {"calls": u.calls, "prompt_tokens": u.prompt_tokens,
                                "completion_tokens": u.completion_tokens, "cost": u.cost}
                            for m, u in sorted(self.usage.items())}}
+
+
+# Command-line budget options of ``qdevolve run`` and ``qdevolve resume``: (key, flag, help).
+BUDGET_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("max_tokens", "--max-tokens", "Stop at this many prompt + completion tokens, all models together "
+     "(budget.max_tokens)."),
+    ("max_cost", "--max-cost", "Stop at this cost, from budget.prices per million tokens (budget.max_cost)."),
+    ("max_wall_time", "--max-wall-time", "Stop after this many seconds of this invocation (budget.max_wall_time)."),
+)
+MAX_TOKENS_LIMIT = 10**15
+
+
+def parse_budget_flag(key: str, text: str, *, flag: str | None = None) -> int | float:
+    """The value of one budget flag (given as text), checked: one line naming the flag.
+
+    Raises:
+        ConfigError: not a number, not finite, not positive, or (tokens) not a whole number.
+    """
+    flag = flag or "--" + key.replace("_", "-")
+    try:
+        value = float(text.strip())
+    except (ValueError, AttributeError):
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{flag}: expected a positive finite number, got {text!r}")
+    if key == "max_tokens":
+        if value != int(value) or value > MAX_TOKENS_LIMIT:
+            raise ConfigError(f"{flag}: expected a whole number of tokens in [1, {MAX_TOKENS_LIMIT}], got {text!r}")
+        return int(value)
+    if key == "max_wall_time" and value > 1e9:
+        raise ConfigError(f"{flag}: expected at most 1e9 seconds, got {text!r}")
+    return value
+
+
+def with_budget_flags(budget: dict[str, Any] | None, flags: dict[str, str | None]) -> dict[str, Any] | None:
+    """``budget`` with the given flags' limits set (unset flags keep the stored limits).
+
+    Returns ``budget`` unchanged when no flag is given; else a new dict, validated again.
+    """
+    given = {k: parse_budget_flag(k, v) for k, v in flags.items() if v is not None}
+    if not given:
+        return budget
+    return parse_budget({**(budget or {}), **given}, where="command line")
+
+
+def budget_warnings(budget: dict[str, Any] | None) -> list[str]:
+    """Limits that cannot stop a run as configured (a cost budget without any prices)."""
+    b = budget or {}
+    if b.get("max_cost") is not None and not b.get("prices"):
+        return [f"budget.max_cost ({b['max_cost']:g}) never stops this run: budget.prices is empty and "
+                "an unpriced model costs 0; add prices per model (per million tokens)"]
+    return []

@@ -43,6 +43,7 @@ from qdevolve.evolve.hooks import ChildObserver, DeadlineAware, StatefulBackend,
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
+from qdevolve.evolve.run_state import counters_state, restore_counters
 from qdevolve.evolve.summary import RunSummary, summarize
 from qdevolve.mutation.base import Candidate
 from qdevolve.textsafe import terminal_safe_line
@@ -89,6 +90,7 @@ class Evolution:
         self.novelty = self.plugins.novelty
         self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # tokens / cost
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
+        self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self._rebuild()
         # The budget counter each stored child claims in its own transaction (qdevolve.db.claims):
         # the run's own, or a pool shared by the runs of several controllers on one database.
@@ -183,6 +185,7 @@ class Evolution:
         ensemble = self.store.get_state(self.run_id, "ensemble")  # bandit statistics of the LLM ensemble
         if ensemble is not None and isinstance(self.backend, StatefulBackend):
             self.backend.restore(ensemble)
+        restore_counters(self, self.store.get_state(self.run_id, "counters"))
 
     def _elite_ids(self) -> set[str]:
         return {e.program_id for e in self.archive.elites()}
@@ -190,6 +193,8 @@ class Evolution:
     # -- ask --------------------------------------------------------------------------------
     def ask(self, iteration: int) -> ChildPlan:
         """The next child plan; reserves its children from the budget."""
+        iteration += self._iteration_offset  # plans counted across resumes, duplicates included
+        self._next_iteration = iteration + 1
         plan = self.breeder.plan(iteration, self.ledger.remaining)
         self.ledger.reserved += plan.n
         return plan
@@ -264,6 +269,11 @@ class Evolution:
             parent = self.cache.get(program.parent_ids[0])[1] if program.parent_ids else None
             r = (self.listener.reward if self.listener is not None else score_reward)(program, result, events, parent)
             rollout.reward, rollout.reward_vector, rollout.cluster_key = r.reward, r.vector, r.cluster_key
+        if self._reporter is not None and child is not None and child.candidate.completion is not None:
+            parent_score = self.cache.get(program.parent_ids[0])[1].score if program.parent_ids else None
+            model = child.candidate.completion.model
+            if result.ok and result.score is not None and parent_score is not None and model:
+                self._reporter.report(model, result.score - parent_score)  # before the write: stored with it
         try:
             self.store.write(
                 run_id=self.run_id, programs=() if stored_before else [program],
@@ -287,11 +297,6 @@ class Evolution:
             self.plugins.selection.observe_child(program.parent_ids, result.score if result.ok else None)
         if result.ok and result.score is not None:
             self.cache.remember(program, result, self._elite_ids)
-        if self._reporter is not None and child is not None and child.candidate.completion is not None:
-            parent_score = self.cache.get(program.parent_ids[0])[1].score if program.parent_ids else None
-            model = child.candidate.completion.model
-            if result.ok and result.score is not None and parent_score is not None and model:
-                self._reporter.report(model, result.score - parent_score)
         self._tick()
         return events
 
@@ -311,6 +316,7 @@ class Evolution:
         state["usage"] = self.budget.state()
         if isinstance(self.backend, StatefulBackend):
             state["ensemble"] = self.backend.state()
+        state["counters"] = counters_state(self)
         return state
 
     def _archive_add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:

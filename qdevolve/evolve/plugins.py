@@ -55,7 +55,21 @@ def resolve_sandbox(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_backend(config: RunConfig) -> Any:
-    return registry.backend.create(config.backend) if config.backend else None
+    """The backend of ``config.backend``; one that takes a ``seed`` (the ensemble's model draw)
+    gets the run's seed unless the spec sets one, so a run's model choices are reproducible."""
+    if not config.backend:
+        return None
+    spec = dict(config.backend)
+    if "seed" not in spec and config.seed is not None:
+        import inspect
+
+        try:
+            params = inspect.signature(registry.backend.get(spec.get("type", ""))).parameters
+        except Exception:  # an unknown type: create() below says so in one line
+            params = {}
+        if "seed" in params:
+            spec["seed"] = config.seed
+    return registry.backend.create(spec)
 
 
 @dataclass
