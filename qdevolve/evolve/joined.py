@@ -87,6 +87,7 @@ class TrainSettings:
     operator: dict[str, Any] = field(default_factory=dict)
     backend: dict[str, Any] = field(default_factory=dict)
     shaping: dict[str, Any] | None = None
+    checkpoint_dir: str | None = None  # policy weights: qdevolve.rl.checkpoints.policy_dir
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "train") -> TrainSettings:
