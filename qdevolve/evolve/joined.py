@@ -262,6 +262,10 @@ class JoinedListener:
 
     def _make_backend(self) -> _LockedBackend:
         spec = self.settings.policy
+        if self.settings.backend.get("placement") == "ray":  # a policy actor shared by controllers
+            from qdevolve.backends.ray_policy import joined_backend
+
+            return _LockedBackend(joined_backend(self, spec))
         if spec.startswith("vllm:"):
             backend = registry.backend.create({"type": "vllm", "model": spec.split(":", 1)[1],
                                                **self.settings.backend})
