@@ -124,7 +124,7 @@ def test_joined_run_on_ray_samples_from_the_policy_actor(ray_address: str, actor
     db = tmp_path / "j.sqlite"
     r = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(d), "--db", str(db), "--iterations", "32",
                         "--executor", "ray", "--ray-address", ray_address, "--workers", "2", "--no-progress"],
-                       capture_output=True, text=True, timeout=900, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=900, cwd=ROOT,  # Ray workers import from the driver's cwd
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr[-3000:]
     con = sqlite3.connect(db)
