@@ -34,12 +34,11 @@ import dataclasses
 import json
 from typing import Any
 
-
 from qdevolve.db import claims
 from qdevolve.errors import ConfigError
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["PoolMigration", "MIGRANT_PREFIX", "parse_pool_migration"]
+__all__ = ["PoolMigration", "MIGRANT_PREFIX", "parse_pool_migration", "migrants_of"]
 
 MIGRANT_PREFIX = "migrant/"
 _FOREVER = 1e12  # a migrant's claim never expires: it was delivered, or will be on resume
