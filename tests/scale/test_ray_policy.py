@@ -108,31 +108,66 @@ def test_two_controllers_share_one_actor_and_see_the_trained_version(ray_address
     store.close()
 
 
-def test_joined_run_on_ray_samples_from_the_policy_actor(ray_address: str, actor_name: str, tmp_path: Path) -> None:
+PLAIN = """\
+run: {{iterations: 24, seed: 1, workers: 2, children_per_parent: 8}}
+archive: {{type: map_elites, feature_dimensions: [length, multiplications], ranges: [[1, 10], [0, 4]], bins: [9, 4]}}
+selection: {{type: uniform}}
+limits: {{wall_s: 10}}
+mutation:
+  - {{type: policy, prompt_template: "0>1,1>4,2>7,3>10,5>16|{{parent}}|{{tests}}:",
+     block_template: "EXPR = \\"{{completion}}\\"\\n", temperature: 1.0, max_tokens: 12}}
+backend: {{type: ray_policy, actor: {actor}}}
+"""
+# The installed package finds ray_policy through its entry point; importing the module first
+# registers it the same way in a checkout whose entry points predate it.
+CLI = "import sys, qdevolve.backends.ray_policy; from qdevolve.cli import main; sys.argv[0] = 'qdevolve'; main()"
+
+
+def _example(tmp_path: Path, name: str, config: str) -> Path:
+    src, d = ROOT / "examples" / "expr_evolution", tmp_path / name
+    d.mkdir()
+    for f in ("initial_program.py", "evaluator.py"):
+        (d / f).write_text((src / f).read_text())
+    (d / "config.yaml").write_text(config)
+    return d
+
+
+def test_joined_run_on_ray_trains_the_actor_another_run_samples_from(ray_address: str, actor_name: str,
+                                                                      tmp_path: Path) -> None:
     import sqlite3
 
     from qdevolve.backends.ray_policy import RayPolicyBackend
 
-    example = ROOT / "examples" / "expr_evolution"
-    d = tmp_path / "expr"
-    d.mkdir()
-    for f in ("initial_program.py", "evaluator.py"):
-        (d / f).write_text((example / f).read_text())
-    cfg = (example / "config.yaml").read_text().replace(
+    cfg = (ROOT / "examples" / "expr_evolution" / "config.yaml").read_text().replace(
         "  every: 64\n", f"  every: 16\n  backend: {{placement: ray, actor: {actor_name}, num_cpus: 0}}\n")
-    (d / "config.yaml").write_text(cfg)
-    db = tmp_path / "j.sqlite"
-    r = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(d), "--db", str(db), "--iterations", "32",
-                        "--executor", "ray", "--ray-address", ray_address, "--workers", "2", "--no-progress"],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT,  # Ray workers import from the driver's cwd
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    con = sqlite3.connect(db)
+    joined, plain = _example(tmp_path, "joined", cfg), _example(tmp_path, "plain", PLAIN.format(actor=actor_name))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    common = ["--executor", "ray", "--ray-address", ray_address, "--workers", "2", "--no-progress"]
+    trainer = subprocess.Popen([sys.executable, "-c", CLI, "run", str(joined), "--db", str(tmp_path / "j.sqlite"),
+                                "--iterations", "32", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT, env=env)  # Ray workers import from the driver's cwd
+    deadline = time.time() + 300
+    while time.time() < deadline and trainer.poll() is None:  # the joined run creates the actor
+        try:
+            RayPolicyBackend(actor=actor_name, address=ray_address, connect_timeout_s=5)
+            break
+        except Exception:
+            time.sleep(1.0)
+    sampler = subprocess.run([sys.executable, "-c", CLI, "run", str(plain), "--db", str(tmp_path / "p.sqlite"),
+                              *common], capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    _out, err = trainer.communicate(timeout=900)
+    assert trainer.returncode == 0, err[-3000:]
+    assert sampler.returncode == 0, sampler.stderr[-3000:]
+    con = sqlite3.connect(tmp_path / "j.sqlite")
     versions = [v for (v,) in con.execute("SELECT version FROM policy_versions ORDER BY version")]
     assert len(versions) >= 2, versions
     labels = {v for (v,) in con.execute("SELECT DISTINCT policy_version FROM rollouts")}
     assert 0 in labels and len(labels) >= 2, labels  # rollouts sampled before and after a trainer step
     workers = {w.split(":")[0] for (w,) in con.execute("SELECT worker FROM evaluations")}
     assert workers == {"ray"}, workers
+    other = sqlite3.connect(tmp_path / "p.sqlite")
+    seen = [v for (v,) in other.execute("SELECT policy_version FROM rollouts ORDER BY seq")]
+    # every mutation of the second run was sampled by the actor, from a version the trainer saved
+    assert len(seen) >= 24 and None not in seen and set(seen) <= set(versions), (seen, versions)
     served = RayPolicyBackend(actor=actor_name, address=ray_address).info()
-    assert served["version"] == max(versions) and served["served"] >= 32, served
+    assert served["version"] == max(versions) and served["served"] >= 32 + len(seen), served
