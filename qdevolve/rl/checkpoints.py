@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from qdevolve.db.store import LineageStore
-from qdevolve.errors import ConfigError
+from qdevolve.errors import ConfigError, DatabaseError
 
 __all__ = ["checkpoint_root", "policy_dir", "save_version", "load_version", "LoadedVersion"]
 
@@ -39,7 +39,7 @@ def checkpoint_root(store: LineageStore, run_id: str) -> Path:
     """The folder holding every version of ``run_id`` (module docstring: the three rules)."""
     try:
         run = store.get_run(run_id)
-    except Exception:  # a trainer on a run id the store does not know (``qdevolve train``)
+    except DatabaseError:  # a trainer on a run id the store has no row for
         run = {"name": run_id, "config": {}}
     configured = ((run.get("config") or {}).get("train") or {}).get("checkpoint_dir")
     if configured:

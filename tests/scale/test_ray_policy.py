@@ -25,12 +25,13 @@ import asyncio, json, sys, time
 from qdevolve.backends.base import GenerationRequest
 from qdevolve.backends.ray_policy import RayPolicyBackend
 
-address, actor, until = sys.argv[1], sys.argv[2], float(sys.argv[3])
+address, actor, until, ready = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 b = RayPolicyBackend(actor=actor, address=address)  # joins the running actor: no model given
 seen = []
 while time.time() < until:
     out = asyncio.run(b.generate([GenerationRequest(prompt="a:", n=2, temperature=1.0, max_tokens=3)]))
     seen += [c.policy_version for c in out[0]]
+    open(ready, "w").close()  # sampled at least once
     if seen[-1] == 1:
         break
     time.sleep(0.2)
@@ -83,10 +84,15 @@ def test_two_controllers_share_one_actor_and_see_the_trained_version(ray_address
     mine = RayPolicyBackend(actor=actor_name, model=v0, version=0, address=ray_address, num_cpus=0)
     before = _greedy(mine)
     assert before.policy_version == 0 and before.token_ids
-    other = subprocess.Popen([sys.executable, "-c", CONTROLLER, ray_address, actor_name, str(time.time() + 120)],
+    ready = tmp_path / "ready"
+    other = subprocess.Popen([sys.executable, "-c", CONTROLLER, ray_address, actor_name, str(time.time() + 240),
+                              str(ready)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-    time.sleep(8.0)  # the other controller samples version 0 meanwhile
+    deadline = time.time() + 180
+    while not ready.exists() and time.time() < deadline and other.poll() is None:
+        time.sleep(0.2)  # the other controller samples version 0 first
+    assert ready.exists(), other.stderr.read()[-3000:] if other.poll() is not None else "no sample in 180 s"
     ids = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in ("12", "7", "12", "7")]
     trainer.step([RolloutGroup(rewards=[1.0, 0.0, 1.0, 0.0], token_ids=ids, prompt="a:",
                                outcome_keys=["12", "7", "12", "7"])])
