@@ -83,3 +83,51 @@ def test_pool_migration_config_is_checked() -> None:
         RunConfig(budget_pool="p", pool_migration={"interval": 0})
     with pytest.raises(ConfigError, match="keys interval, count"):
         RunConfig(budget_pool="p", pool_migration={"every": 3})
+
+
+def test_a_claimed_migrant_is_delivered_on_resume_and_replayed(tmp_path: Path) -> None:
+    """A controller killed between its claim and its event write finds its own claim on
+    resume and delivers the migrant then; received migrants are back in the archive after
+    a resume (in process, on one SQLite file: the pool rows work the same there)."""
+    from qdevolve.archive.islands_pool import migrants_of
+    from qdevolve.db import claims
+    from qdevolve.db.store import LineageStore
+    from qdevolve.evolve.engine import Evolution
+    from qdevolve.evolve.example import load_example
+
+    pool = "resume-pool"
+    store = LineageStore(tmp_path / "pool.sqlite", create=True)
+    evos = []
+    for i in range(2):
+        ex = load_example(write_example(tmp_path / f"c{i}", iterations=12, sleep=0.0, seed=i))
+        cfg = ex.config.with_overrides(budget_pool=pool, pool_migration={"interval": 2, "count": 1}, workers=1,
+                                       iterations=12, name=f"island{i}")
+        evos.append(Evolution.start(ex, cfg, store, progress=False))
+    a, b = evos
+    a.run()  # the pool's 12 children all go to A; A publishes a migrant every 2 children
+    published = [m for m in migrants_of(store, pool) if m["from_run"] == a.run_id]
+    assert len(published) >= 3, published
+    assert all(m["taken_by"] is None for m in published)
+    first, second = published[0]["program_id"], published[1]["program_id"]
+    with store._begin() as c:  # B claims one, then "dies" before writing its events
+        assert claims.claim_program(c, f"pool:{pool}", first, b.run_id, lease_s=1e12)
+    for evo in evos:
+        evo.close()
+    back = Evolution.resume(store, b.run_id, progress=False)
+    assert back.migration.received == [] and not back.migration.skipped
+    back.migration.pick_up()  # its own claim is delivered now, and the rest is taken
+    received = list(back.migration.received) + list(back.migration.skipped)
+    assert first in received and second in received
+    assert {m["taken_by"] for m in migrants_of(store, pool) if m["from_run"] == a.run_id} == {b.run_id}
+    in_archive = {e.program_id for e in back.archive.elites()}
+    assert set(back.migration.received) & in_archive  # migrants sit in B's archive
+    back.close()
+    again = Evolution.resume(store, b.run_id, progress=False)  # replays the received migrants
+    assert again.migration.received == back.migration.received
+    assert {e.program_id for e in again.archive.elites()} == in_archive
+    events = store.execute("SELECT program_id, data FROM archive_events WHERE run_id = :r AND kind = 'migrated'",
+                           r=b.run_id)
+    assert events and {pid for pid, _ in events} <= set(back.migration.received)
+    assert all(json.loads(d)["from_run"] == a.run_id for _, d in events)
+    again.close()
+    store.close()
