@@ -18,6 +18,10 @@ Measures (issue 14, item 9):
    engine's ``tell``) on SQLite and PostgreSQL with 8 writer threads. 64 workers whose
    evaluations take ``T`` seconds need ``64 / T`` evaluations/s; the table gives the
    smallest ``T`` each ceiling sustains.
+4. **The policy actor** (issue 14, item 6; ``--policy``): the tiny ``expr_edit`` policy
+   sampled in the controller (``transformers``) vs through a ``ray_policy`` actor (8
+   completions of one prompt, 12 tokens each, per request), and the time for the actor to
+   serve a new version (state dict read from the saved version, ``ray.put``, loaded).
 """
 
 from __future__ import annotations
@@ -184,6 +188,58 @@ def store_ceiling(target: str, label: str, n: int, threads: int = 8) -> list[tup
              f"{n - 1} transactions in {wall:.1f} s")]
 
 
+def policy_actor(address: str, work: Path, n: int) -> list[tuple[str, str, str, str]]:
+    """Generation in-process vs through the policy actor; seconds to push a new version."""
+    import asyncio
+    import uuid
+
+    import ray
+
+    from qdevolve.backends.base import GenerationRequest
+    from qdevolve.backends.ray_policy import RayPolicyBackend, stop_policy_actor
+    from qdevolve.backends.transformers_backend import TransformersBackend
+    from qdevolve.rl.tiny import load_tiny_policy
+
+    import torch
+
+    torch.set_num_threads(1)  # as in the actor (Ray sets OMP_NUM_THREADS=1): one core each, a fair comparison
+    model, tok = load_tiny_policy("expr_edit")
+    model.save_pretrained(work / "v0")
+    tok.save_pretrained(work / "v0")
+    req = [GenerationRequest(prompt="0>1,1>4,2>7,3>10,5>16|x+1|01000:", n=8, temperature=1.0, max_tokens=12)]
+
+    def per_request(backend: object) -> float:
+        asyncio.run(backend.generate(req))  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(n):
+            asyncio.run(backend.generate(req))
+        return (time.perf_counter() - t0) / n
+
+    local_s = per_request(TransformersBackend(model, tok))
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+    name = f"bench-policy-{uuid.uuid4().hex[:8]}"
+    try:
+        remote = RayPolicyBackend(actor=name, model=str(work / "v0"), version=0, num_cpus=0)
+        ray_s = per_request(remote)
+        pushes = []
+        for v in range(1, 6):
+            t0 = time.perf_counter()
+            remote.load_policy(v, str(work / "v0"))
+            pushes.append(time.perf_counter() - t0)
+    finally:
+        stop_policy_actor(name)
+    n_params = sum(p.numel() for p in model.parameters())
+    return [
+        ("generation, tiny policy in the controller (`transformers`), 8 completions x 12 tokens",
+         f"{local_s * 1e3:.1f} ms/request", "-", f"{n} requests"),
+        ("generation through the `ray_policy` actor, same requests", f"{ray_s * 1e3:.1f} ms/request", "-",
+         f"{ray_s / local_s:.2f}x in-process (actor round trip + pickled completions)"),
+        ("new version served by the actor (read state dict, `ray.put`, load)",
+         f"{sorted(pushes)[len(pushes) // 2] * 1e3:.1f} ms", "-", f"median of 5; {n_params:,} parameters"),
+    ]
+
+
 def table(rows: list[tuple[str, str, str, str]]) -> str:
     lines = ["| measurement | result | goal | notes |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
@@ -200,11 +256,16 @@ def main() -> None:
                     help="also measure this PostgreSQL URL (its qdevolve tables are dropped!)")
     ap.add_argument("--out", type=Path, default=None, help="append a markdown section here")
     ap.add_argument("--only-overhead", action="store_true", help="only the controller-overhead figures")
+    ap.add_argument("--policy", action="store_true", help="only the policy-actor figures (needs the 'rl' extra)")
     args = ap.parse_args()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="qdevolve-bench-ray-") as d:
         work = Path(d)
-        rows = overhead(args.address, work, args.n)
+        if args.policy:
+            rows = policy_actor(args.address, work, max(10, args.n // 10))
+            args.only_overhead = True  # nothing else this time
+        else:
+            rows = overhead(args.address, work, args.n)
         print(table(rows), flush=True)
         if not args.only_overhead:
             rows += scaling(args.address, work, args.per_slot)

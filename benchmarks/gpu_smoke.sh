@@ -8,6 +8,13 @@
 #
 # The model directory must be local (no downloads on the GPU machine). The CPU test suite
 # covers the same code paths with the transformers backend (tests/evolve/test_joined.py).
+#
+# Second stage (skipped with QDEVOLVE_GPU_SKIP_RAY=1, or when ray is not installed): the same
+# joined run with the generation backend on a Ray cluster: a one-node cluster started here
+# (`ray start --head --num-gpus 1`), evaluations on Ray workers (--executor ray) and vLLM
+# served by a named policy actor holding the GPU (train.backend.placement: ray, num_gpus: 1);
+# each trainer step makes the actor load the new version, and the stage checks that rollouts
+# of at least two versions were sampled from it (tests/scale/test_ray_policy.py on CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${QDEVOLVE_GPU_MODEL:-}"
@@ -35,4 +42,39 @@ gen_s = con.execute("SELECT MAX(created_at) - MIN(created_at) FROM rollouts").fe
 print(f"wall {wall:.0f} s | tokens generated {tokens} ({tokens / max(gen_s, 1e-9):.0f} tokens/s over the run) | "
       f"evaluations {evals} ({evals / wall:.2f}/s) | policy versions {len(versions)} | "
       f"trainer step {sum(step_s) / max(len(step_s), 1):.1f} s")
+PYEOF
+
+if [ "${QDEVOLVE_GPU_SKIP_RAY:-0}" = "1" ] || ! "$PY" -c "import ray" 2>/dev/null; then
+  echo "gpu_smoke: Ray stage skipped (QDEVOLVE_GPU_SKIP_RAY=1 or ray not installed)"
+  exit 0
+fi
+RAY_PORT="${QDEVOLVE_GPU_RAY_PORT:-6399}"
+RAY="$(dirname "$PY")/ray"
+"$RAY" start --head --port "$RAY_PORT" --num-gpus 1 --num-cpus 8 --disable-usage-stats >/dev/null
+trap '"$RAY" stop --force >/dev/null 2>&1 || true' EXIT
+cat > "$OUT/ray.yaml" <<YAMLEOF
+$(sed 's/^  every: 16$/  every: 16\n  backend: {placement: ray, actor: gpu-smoke-policy, num_cpus: 1, num_gpus: 1}/' benchmarks/gpu_smoke.yaml)
+YAMLEOF
+grep -q "placement: ray" "$OUT/ray.yaml" || { echo "gpu_smoke: could not add train.backend to the Ray config" >&2; exit 1; }
+start=$(date +%s)
+timeout 900 "$PY" -m qdevolve run examples/circle_packing --config "$OUT/ray.yaml" \
+  --policy "vllm:$MODEL" --db "$OUT/ray.sqlite" --executor ray --ray-address "127.0.0.1:$RAY_PORT" \
+  --workers 4 --no-progress
+end=$(date +%s)
+"$PY" - "$OUT/ray.sqlite" "$((end - start))" "127.0.0.1:$RAY_PORT" <<'PYEOF'
+import sqlite3, sys
+db, wall, address = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+con = sqlite3.connect(db)
+labels = sorted(v for (v,) in con.execute("SELECT DISTINCT policy_version FROM rollouts") if v is not None)
+versions = [v for (v,) in con.execute("SELECT version FROM policy_versions ORDER BY version")]
+workers = {w.split(":")[0] for (w,) in con.execute("SELECT worker FROM evaluations") if w}
+tokens = con.execute("SELECT COALESCE(SUM(completion_tokens), 0) FROM rollouts").fetchone()[0]
+from qdevolve.backends.ray_policy import RayPolicyBackend, stop_policy_actor
+info = RayPolicyBackend(actor="gpu-smoke-policy", address=address).info()
+stop_policy_actor("gpu-smoke-policy")
+print(f"ray stage: wall {wall:.0f} s | tokens {tokens} ({tokens / max(wall, 1e-9):.0f}/s) | versions {versions} | "
+      f"rollout versions {labels} | actor serves v{info['version']} on {info['host']} | evaluation workers {workers}")
+assert len(labels) >= 2, f"rollouts came from one policy version only: {labels}"
+assert info["version"] == max(versions), (info, versions)
+assert workers == {"ray"}, workers
 PYEOF

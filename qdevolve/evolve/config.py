@@ -46,7 +46,8 @@ OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_di
                    "early_stopping_metric", "max_tasks_per_child", "llm", "database",
                    "evolution_trace")
 RUN_KEYS = ("iterations", "seed", "workers", "wall_time_s", "max_evaluations", "max_pending",
-            "children_per_parent", "max_duplicate_streak", "fail_fast_children", "name", "executor", "executor_options", "budget_pool")
+            "children_per_parent", "max_duplicate_streak", "fail_fast_children", "name", "executor", "executor_options", "budget_pool",
+            "pool_migration")
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_size_bytes",
               "open_files", "network", "env", "env_allow", "tmpfs_mb")
 EVALUATOR_KEYS = ("cascade_thresholds", "cascade_evaluation", "timeout")
@@ -75,6 +76,9 @@ class RunConfig:
     budget_pool: str | None = field(default=None, metadata={
         "help": "Share the budget (--iterations, the pool's total) with every run of this database "
                 "started with the same pool name (islands driven by several controllers)."})
+    pool_migration: dict[str, Any] | None = field(default=None, metadata={
+        "help": "Exchange elites with the other runs of the budget pool through the database: "
+                "{interval: N, count: K} (qdevolve.archive.islands_pool)."})
     archive: dict[str, Any] = field(default_factory=lambda: {"type": "map_elites"}, metadata={
         "help": "Archive plugin: map_elites, islands, dgm, novelty, ...", "plugin": True})
     selection: dict[str, Any] = field(default_factory=lambda: {"type": "tournament"}, metadata={
@@ -104,6 +108,10 @@ class RunConfig:
         if pool is not None and (not isinstance(pool, str) or not _POOL.fullmatch(pool)):
             raise ConfigError(f"run.budget_pool: expected a name of 1-59 letters, digits, '.', '_' or '-', "
                               f"got {pool!r}")
+        if self.pool_migration:
+            from qdevolve.archive.islands_pool import parse_pool_migration
+
+            parse_pool_migration(self.pool_migration, pool=None, need_pool=False)  # the pool may come from a flag
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from qdevolve.archive.islands_pool import PoolMigration
 from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
@@ -97,6 +98,7 @@ class Evolution:
         self.budget_counter = f"pool:{config.budget_pool}" if config.budget_pool else run_id
         store.init_budget(self.budget_counter, 0 if config.budget_pool else self.ledger.stored)
         self._pool_spent = False
+        self.migration = PoolMigration.attach(self)  # pool runs exchange elites through the database
 
     # -- construction ----------------------------------------------------------------------
     @classmethod

@@ -87,6 +87,7 @@ class TrainSettings:
     operator: dict[str, Any] = field(default_factory=dict)
     backend: dict[str, Any] = field(default_factory=dict)
     shaping: dict[str, Any] | None = None
+    checkpoint_dir: str | None = None  # policy weights: qdevolve.rl.checkpoints.policy_dir
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "train") -> TrainSettings:
@@ -261,6 +262,10 @@ class JoinedListener:
 
     def _make_backend(self) -> _LockedBackend:
         spec = self.settings.policy
+        if self.settings.backend.get("placement") == "ray":  # a policy actor shared by controllers
+            from qdevolve.backends.ray_policy import joined_backend
+
+            return _LockedBackend(joined_backend(self, spec))
         if spec.startswith("vllm:"):
             backend = registry.backend.create({"type": "vllm", "model": spec.split(":", 1)[1],
                                                **self.settings.backend})

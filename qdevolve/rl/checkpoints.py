@@ -5,11 +5,24 @@ into a plain model) with ``trainer_state.pt`` beside the weights, plus a
 ``policy_versions`` row recording the path, step, objective and metrics. The row is
 written atomically with the run state ``trainer`` (and any extra state the caller passes,
 e.g. the joined loop's ``last_seq``), so a kill leaves either the whole version or none.
+
+Where the weights go (:func:`policy_dir`), first match wins:
+
+1. the run's ``train.checkpoint_dir`` (config), as ``<checkpoint_dir>/<run id>/v<N>``;
+2. a SQLite file: beside it, ``<db stem>.policies/<run id>/v<N>``;
+3. a database URL (PostgreSQL...): ``archives/<run name>.policies/<run id>/v<N>`` under the
+   current directory when ``archives/`` exists there, else
+   ``~/.cache/qdevolve/policies/<database host>/<run id>/v<N>`` (``XDG_CACHE_HOME`` honoured).
+
+The path is made absolute before it is stored, so a later ``resume`` or ``serve`` from
+another directory finds it.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,16 +30,33 @@ from typing import Any
 import torch
 
 from qdevolve.db.store import LineageStore
-from qdevolve.errors import ConfigError
+from qdevolve.errors import ConfigError, DatabaseError
 
-__all__ = ["policy_dir", "save_version", "load_version", "LoadedVersion"]
+__all__ = ["checkpoint_root", "policy_dir", "save_version", "load_version", "LoadedVersion"]
+
+
+def checkpoint_root(store: LineageStore, run_id: str) -> Path:
+    """The folder holding every version of ``run_id`` (module docstring: the three rules)."""
+    try:
+        run = store.get_run(run_id)
+    except DatabaseError:  # a trainer on a run id the store has no row for
+        run = {"name": run_id, "config": {}}
+    configured = ((run.get("config") or {}).get("train") or {}).get("checkpoint_dir")
+    if configured:
+        return Path(os.path.expanduser(str(configured))).absolute() / run_id
+    if store.path is not None:
+        return store.path.absolute().parent / f"{store.path.stem}.policies" / run_id
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(run.get("name") or run_id))[:100] or run_id
+    if Path("archives").is_dir():
+        return Path("archives").absolute() / f"{name}.policies" / run_id
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "qdevolve" / "policies"
+    host = re.sub(r"[^A-Za-z0-9_.-]+", "_", getattr(store.engine.url, "host", None) or "db")
+    return cache / host / run_id
 
 
 def policy_dir(store: LineageStore, run_id: str, version: int) -> Path:
-    """Where version ``version`` of ``run_id`` is saved: next to the database file."""
-    if store.path is None:
-        raise ConfigError("saving policy versions of a database given by URL needs an explicit path=")
-    return store.path.parent / f"{store.path.stem}.policies" / run_id / f"v{version}"
+    """Where version ``version`` of ``run_id`` is saved: ``checkpoint_root(...)/v<version>``."""
+    return checkpoint_root(store, run_id) / f"v{version}"
 
 
 def save_version(store: LineageStore, run_id: str, *, version: int, parent: int | None, model: Any, tokenizer: Any,

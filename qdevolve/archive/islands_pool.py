@@ -1,0 +1,191 @@
+"""Migration between the runs of a budget pool, through the database (islands on several machines).
+
+The runs of one ``budget_pool`` are islands driven by separate controllers (each its own
+run, archive, seed and writer lease; see ``docs/scale.md``). With ``run.pool_migration`` set
+they exchange elites the way :class:`~qdevolve.archive.islands.IslandsArchive` does inside
+one process, but through the shared database instead of memory:
+
+* **Publish.** Every ``interval`` children a controller stores, it publishes the top
+  ``count`` elites of its archive by score (the older first among equals) that it has not
+  published before; its own seeds and programs that reached it by migration never are.
+  A migrant is a ``run_state`` row of the pool's counter id ``pool:<name>``, key
+  ``migrant/<program id>``, value ``{"from_run", "island", "score", "code_hash"}`` (an
+  upsert: publishing again is harmless).
+* **Pick up.** After each child it stores, a controller reads the pool's migrants that
+  other runs published and that no run has taken yet, and **claims** each one with
+  :func:`qdevolve.db.claims.claim_program` (``claim/<program id>`` in the pool's rows: the
+  primary key makes exactly one controller the taker). A migrant whose code hash the run
+  already holds is claimed and skipped (OpenEvolve's rule against duplicate migrants).
+  The taker offers it to its archive (island ``island mod n_islands``) and writes the
+  archive events, kind ``migrated`` with ``data = {"from_run", "from_island",
+  "inner_kind"}``, with the run-state key ``migration`` (published and received ids) in one
+  transaction.
+
+The program row stays in the run that bred it (its lineage is there); the receiving run
+references it by id. A controller killed between its claim and the event write finds its
+own claim on resume and delivers the migrant then; nothing is lost or taken twice. On
+resume the received migrants are offered again after the run's own children are replayed
+(for MAP-Elites the cell elites are the same whatever the order; ties may differ).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from qdevolve.db import claims
+from qdevolve.errors import ConfigError
+from qdevolve.types import ArchiveEvent, EvalResult, Program
+
+__all__ = ["PoolMigration", "MIGRANT_PREFIX", "parse_pool_migration", "migrants_of"]
+
+MIGRANT_PREFIX = "migrant/"
+_FOREVER = 1e12  # a migrant's claim never expires: it was delivered, or will be on resume
+_KEYS = ("interval", "count")
+
+
+def parse_pool_migration(options: Any, *, pool: str | None, need_pool: bool = True) -> tuple[int, int] | None:
+    """``(interval, count)`` from ``run.pool_migration`` (``None``: migration off).
+
+    Raises:
+        ConfigError: an unknown key, a value that is not a positive integer, or migration
+            without ``run.budget_pool`` (the pool names the runs that exchange migrants).
+    """
+    if not options:
+        return None
+    if not isinstance(options, dict) or set(options) - set(_KEYS):
+        raise ConfigError(f"run.pool_migration: expected a mapping with keys {', '.join(_KEYS)}, got {options!r}")
+    if pool is None and need_pool:
+        raise ConfigError("run.pool_migration needs run.budget_pool (--budget-pool NAME): the pool names "
+                          "the runs that exchange migrants")
+    out = []
+    for key, default in (("interval", 10), ("count", 2)):
+        v = options.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"run.pool_migration.{key}: expected an integer >= 1, got {v!r}")
+        out.append(v)
+    return out[0], out[1]
+
+
+class PoolMigration:
+    """One controller's side of the pool's migration (module docstring).
+
+    Built by :meth:`attach` from an :class:`~qdevolve.evolve.engine.Evolution`; its
+    :meth:`after_child` runs as an engine hook after every stored child.
+    """
+
+    def __init__(self, evo: Any, interval: int, count: int) -> None:
+        self.evo, self.store, self.run_id = evo, evo.store, evo.run_id
+        self.pool = f"pool:{evo.config.budget_pool}"
+        self.interval, self.count = interval, count
+        state = self.store.get_state(self.run_id, "migration") or {}
+        self.published: list[str] = list(state.get("published", []))
+        self.received: list[str] = list(state.get("received", []))
+        self.skipped: list[str] = list(state.get("skipped", []))
+        self._since = 0
+        for pid in self.received:  # resume: back into the rebuilt archive (events are stored already)
+            prog, res = self._load(pid)
+            self.evo.archive.add(prog, res)
+
+    @classmethod
+    def attach(cls, evo: Any) -> PoolMigration | None:
+        """The migration of ``evo``'s run, registered as its hook; ``None`` when not configured."""
+        parsed = parse_pool_migration(getattr(evo.config, "pool_migration", None), pool=evo.config.budget_pool)
+        if parsed is None:
+            return None
+        mig = cls(evo, *parsed)
+        evo.hooks.append(mig.after_child)
+        return mig
+
+    def state(self) -> dict[str, Any]:
+        return {"published": self.published, "received": self.received, "skipped": self.skipped}
+
+    # -- the hook ---------------------------------------------------------------------------
+    def after_child(self, program: Program, result: EvalResult, candidate: Any = None) -> None:
+        """Publish every ``interval`` children; pick up what other controllers published."""
+        self._since += 1
+        if self._since >= self.interval:
+            self._since = 0
+            self.publish()
+        self.pick_up()
+
+    def publish(self) -> list[str]:
+        """Publish up to ``count`` new elites; returns their ids."""
+        done = set(self.published) | set(self.received)
+        elites = [e for e in self.evo.archive.elites() if e.program_id not in done and e.score is not None]
+        ranked = sorted(range(len(elites)), key=lambda i: (-float(elites[i].score), i))
+        out: list[str] = []
+        for i in ranked:
+            if len(out) == self.count:
+                break
+            e = elites[i]
+            prog, _res = self.evo.cache.get(e.program_id)
+            if prog.run_id != self.run_id or prog.operator == "seed":
+                continue
+            out.append(e.program_id)
+            self.store.set_state(self.pool, MIGRANT_PREFIX + e.program_id, {
+                "from_run": self.run_id, "island": int(prog.island), "score": float(e.score),
+                "code_hash": prog.code_hash})
+        if out:
+            self.published += out
+            self.store.set_state(self.run_id, "migration", self.state())
+        return out
+
+    def pick_up(self) -> list[ArchiveEvent]:
+        """Claim and place every migrant other runs published that nobody took yet."""
+        mine = set(self.received) | set(self.skipped)
+        rows = self.store.execute("SELECT key, value FROM run_state WHERE run_id = :p AND (key LIKE 'migrant/%' "
+                                  "OR key LIKE 'claim/%')", p=self.pool)
+        taken = {k[len(claims.CLAIM_PREFIX):]: json.loads(v).get("controller") for k, v in rows
+                 if k.startswith(claims.CLAIM_PREFIX)}
+        events: list[ArchiveEvent] = []
+        for key, value in rows:
+            if not key.startswith(MIGRANT_PREFIX):
+                continue
+            pid, info = key[len(MIGRANT_PREFIX):], json.loads(value)
+            if info.get("from_run") == self.run_id or pid in mine or taken.get(pid, self.run_id) != self.run_id:
+                continue
+            with self.store._begin() as c:
+                if not claims.claim_program(c, self.pool, pid, self.run_id, lease_s=_FOREVER):
+                    continue
+            events += self._receive(pid, info)
+        return events
+
+    # -- placing one migrant ------------------------------------------------------------------
+    def _load(self, pid: str) -> tuple[Program, EvalResult]:
+        prog, res = self.evo.cache.get(pid)
+        n = int(getattr(self.evo.archive, "n_islands", 1) or 1)
+        return dataclasses.replace(prog, island=prog.island % n), res
+
+    def _receive(self, pid: str, info: dict[str, Any]) -> list[ArchiveEvent]:
+        prog, res = self._load(pid)
+        if prog.code_hash in self.evo.hashes:
+            self.skipped.append(pid)
+            self.store.set_state(self.run_id, "migration", self.state())
+            return []
+        events = self.evo.archive.add(prog, res)
+        for ev in events:
+            ev.run_id = self.run_id
+            if ev.program_id == pid and ev.kind in ("added", "improved", "replaced"):
+                ev.data = {**ev.data, "from_run": info.get("from_run"), "from_island": info.get("island"),
+                           "inner_kind": ev.kind}
+                ev.kind = "migrated"
+        self.received.append(pid)
+        self.evo.hashes.add(prog.code_hash)
+        if res.ok and res.score is not None:
+            self.evo.cache.remember(prog, res, self.evo._elite_ids)
+        self.store.write(run_id=self.run_id, events=events, state={"migration": self.state()})
+        return events
+
+
+def migrants_of(store: Any, pool: str) -> list[dict[str, Any]]:
+    """Every migrant of pool ``pool`` with its publisher and taker (for tests and inspection)."""
+    rows = store.execute("SELECT key, value FROM run_state WHERE run_id = :p AND (key LIKE 'migrant/%' "
+                         "OR key LIKE 'claim/%')", p=f"pool:{pool}")
+    taken = {k[len(claims.CLAIM_PREFIX):]: json.loads(v).get("controller") for k, v in rows
+             if k.startswith(claims.CLAIM_PREFIX)}
+    return [{"program_id": k[len(MIGRANT_PREFIX):], **json.loads(v), "taken_by": taken.get(k[len(MIGRANT_PREFIX):])}
+            for k, v in rows if k.startswith(MIGRANT_PREFIX)]
+
+
