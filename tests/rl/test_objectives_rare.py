@@ -79,3 +79,32 @@ def test_rare_counts_among_correct_by_hand():
 def test_rare_requires_cluster_keys():
     with pytest.raises(ValueError, match="cluster_keys"):
         make("rare").advantages(RolloutGroup([1.0, 0.0]))
+
+
+def test_rare_positive_weighting_breaks_the_zero_sum_by_hand():
+    # Keys x x x y z z, rewards 1 1 1 0 0 1 (as above). GRPO's advantages sum to 0:
+    # 4 x (1/3) + 2 x (-2/3) = 0. Rare (alpha = 1, among correct, positive only) shrinks the
+    # three x's to (1/3)/3 each and keeps z (1/3) and the two wrong (-2/3):
+    # sum = 3 x 1/9 + 1/3 - 4/3 = -2/3, in units of 1 / (std + eps).
+    g = RolloutGroup([1.0, 1.0, 1.0, 0.0, 0.0, 1.0], cluster_keys=list("xxxyzz"))
+    std = math.sqrt((4 * (1 / 3) ** 2 + 2 * (2 / 3) ** 2) / 5)
+    assert math.isclose(make("grpo").advantages(g).sum(), 0.0, abs_tol=TOL)
+    assert math.isclose(make("rare").advantages(g).sum(), (-2 / 3) / (std + EPS), abs_tol=TOL)
+    # alpha = 2: x's get (1/3)/9 each: sum = 3/27 + 1/3 - 4/3 = -8/9
+    assert math.isclose(
+        make("rare", alpha=2.0).advantages(g).sum(), (-8 / 9) / (std + EPS), abs_tol=TOL
+    )
+
+
+def test_rare_counts_inside_each_group_without_memory():
+    # "Rare" is relative to the group, not to earlier steps: a group scored after many
+    # groups full of answer "a" gets the same advantages as when scored first.
+    obj = make("rare")
+    g = RolloutGroup([1.0, 0.0, 1.0, 1.0], cluster_keys=["a", "w", "a", "b"])
+    first = obj.advantages(g)
+    for _ in range(5):
+        obj.advantages(RolloutGroup([1.0, 1.0, 0.0], cluster_keys=["a", "a", "w"]))
+    np.testing.assert_array_equal(obj.advantages(g), first)
+    # by hand: mean 3/4, deviations [1/4, -3/4, 1/4, 1/4]; Bessel var (3/16 + 9/16) / 3 = 1/4
+    base = np.array([0.25, -0.75, 0.25, 0.25]) / (0.5 + EPS)
+    np.testing.assert_allclose(first, [base[0] / 2, base[1], base[2] / 2, base[3]], atol=TOL)
