@@ -29,8 +29,9 @@ advantages weighted), ``reinforce_rej``, ``passk`` (k = 4), ``entropic`` (TTT-Di
 same samples, four times the optimiser steps, stated in the budget table). ``vpo`` is not an
 arm (an answer here is one candidate with one test, so its set reward is GRPO's) and neither
 is ``es`` (a parameter-space update whose samples are greedy evaluations of perturbed models).
-Comparisons are made at equal steps (the end) and at equal pass@1 (the first evaluation at
-which each run reaches the level every arm reaches, effK interpolated between evaluations).
+Comparisons are made at equal steps (the end) and at equal pass@1: the level is the lowest
+final pass@1 among the arms that end above the base, and each run is read at the first
+evaluation where it reaches it (metrics interpolated between evaluations).
 
 Usage::
 
