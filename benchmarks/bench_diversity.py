@@ -24,9 +24,14 @@ samples) with binary rewards, AdamW at ``lr``, one optimiser pass per batch, the
 default ``grpo`` loss aggregation. ``reinforce_rej`` trains on the groups its filter keeps
 (as published; the samples drawn are the same). Arms: ``grpo``, ``ips`` (outcome = the
 answer), ``rare`` (cluster = the answer, counted among correct completions, positive
-advantages weighted), ``reinforce_rej``, ``passk`` (k = 4), ``entropic`` (TTT-Discover).
-Comparisons are made at equal steps (the end) and at equal pass@1 (the first evaluation at
-which each run reaches the level every arm reaches, effK interpolated between evaluations).
+advantages weighted), ``reinforce_rej``, ``passk`` (k = 4), ``entropic`` (TTT-Discover),
+``lad`` (JS, 1/eta = 4, with the mu = 4 optimiser passes over each batch its brake needs: the
+same samples, four times the optimiser steps, stated in the budget table). ``vpo`` is not an
+arm (an answer here is one candidate with one test, so its set reward is GRPO's) and neither
+is ``es`` (a parameter-space update whose samples are greedy evaluations of perturbed models).
+Comparisons are made at equal steps (the end) and at equal pass@1: the level is the lowest
+final pass@1 among the arms that end above the base, and each run is read at the first
+evaluation where it reaches it (metrics interpolated between evaluations).
 
 Usage::
 
@@ -64,6 +69,15 @@ ARMS: dict[str, dict[str, Any]] = {
     "reinforce_rej": {"type": "reinforce_rej"},
     "passk": {"type": "passk", "k": 4},
     "entropic": {"type": "entropic"},
+    "lad": {"type": "lad"},
+}
+# mean-field drift rows: the benchmark's arms plus the other readings of Rare
+DRIFT_ARMS: dict[str, dict[str, Any]] = {
+    "grpo": ARMS["grpo"],
+    "ips": ARMS["ips"],
+    "rare": ARMS["rare"],
+    "rare (all signs, all counted)": {"type": "rare", "alpha": 1.0, "apply_to": "all", "count": "all"},
+    "rare (alpha = 3)": {"type": "rare", "alpha": 3.0},
 }
 VARIANTS = {"main": ("train", "test"), "hard": ("hard_train", "hard_test")}
 TASK_SETTINGS: dict[str, Any] = {}  # FewAnswerTask defaults
@@ -160,7 +174,8 @@ def run_one(arm: str, variant: str, seed: int, steps: int, lr: float, eval_every
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             curve.append(point(step + 1))
     return {"arm": arm, "variant": variant, "seed": seed, "curve": curve, "groups_trained": kept,
-            "groups_sampled": steps * PROMPTS_PER_STEP, "train_reward": reward,
+            "groups_sampled": steps * PROMPTS_PER_STEP, "samples": steps * PROMPTS_PER_STEP * G,
+            "optimiser_passes": int(trainer.num_iterations), "train_reward": reward,
             "step_seconds": float(np.mean(step_seconds)) if step_seconds else 0.0,
             "seconds": time.perf_counter() - t0}
 
@@ -200,7 +215,11 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                     row[f"{split}/{key}"] = (float(np.mean(vals)), float(np.std(vals)))
             table[arm] = row
         trained = [a for a in arms if a != "base"]
-        level = min(table[a]["train/pass@1"][0] for a in trained) if trained else None
+        # the lowest final pass@1 among the arms that end above the base (an arm that ends
+        # below the base would put the level under the base, where every run starts)
+        floor = table["base"]["train/pass@1"][0] if "base" in table else -np.inf
+        gaining = [table[a]["train/pass@1"][0] for a in trained if table[a]["train/pass@1"][0] > floor]
+        level = min(gaining) if gaining else None
         eq: dict[str, Any] = {}
         if level is not None:
             for arm in trained:
@@ -209,7 +228,16 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                 eq[arm] = {"reached": len(got), "of": len(pts)} | ({
                     k: (float(np.mean([p[k] for p in got])), float(np.std([p[k] for p in got])))
                     for k in ("effK", "top", "modes", "step", "pass@256")} if got else {})
-        out[variant] = {"table": table, "equal_pass1_level": level, "equal_pass1": eq}
+        budget: dict[str, Any] = {}
+        for arm in trained:
+            rs = [r for r in runs if r["arm"] == arm]
+            budget[arm] = {"samples": float(np.mean([r.get("samples", r["groups_sampled"] * G) for r in rs])),
+                           "groups": float(np.mean([r["groups_trained"] for r in rs])),
+                           "of": float(np.mean([r["groups_sampled"] for r in rs])),
+                           "passes": float(np.mean([r.get("optimiser_passes", 1) for r in rs])),
+                           "reward": float(np.mean([np.mean(r["train_reward"]) for r in rs])),
+                           "step_s": float(np.mean([r["step_seconds"] for r in rs]))}
+        out[variant] = {"table": table, "equal_pass1_level": level, "equal_pass1": eq, "budget": budget}
     main = out["main"]["table"]
     checks = []
     if {"grpo", "base"} <= set(main):
@@ -226,14 +254,17 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def mean_field_drift(pass1: float, n_correct: int = 5, groups: int = 20000, seed: int = 0) -> dict[str, list[float]]:
+def mean_field_drift(pass1: float, n_correct: int = 5, groups: int = 20000,
+                     seed: int = 0) -> dict[str, tuple[list[float], float]]:
     """Expected per-group logit change of each outcome for a tabular softmax, per objective.
 
     The base of the benchmark in miniature: ``n_correct`` correct answers with Zipf(1) shares
     of the correct mass ``pass1`` and one wrong outcome. For a softmax over outcomes the logit
     gradient of one group is ``dz_k = sum_i A_i (1[o_i = k] - p_k)``; its mean over
     ``groups`` sampled groups of G = 8 says which way each objective moves the favourite
-    relative to the rarest correct answer (positive: rich get richer).
+    relative to the rarest correct answer (positive: rich get richer). Also returned: the mean
+    sum of a group's advantages, ``S``; the term ``-p_k S`` of ``dz_k`` lifts every outcome in
+    proportion to its probability when ``S < 0`` (a rich-get-richer term of its own).
     """
     from qdevolve import registry
     from qdevolve.rl import RolloutGroup
@@ -243,15 +274,16 @@ def mean_field_drift(pass1: float, n_correct: int = 5, groups: int = 20000, seed
     p = np.append(pass1 * q / q.sum(), 1.0 - pass1)
     r = np.append(np.ones(n_correct), 0.0)
     out = {}
-    for name in ("grpo", "ips", "rare"):
-        obj = registry.objective.create(ARMS[name])
-        drift = np.zeros(n_correct + 1)
-        for _ in range(groups):
-            o = rng.choice(n_correct + 1, size=G, p=p)
+    draws = rng.choice(n_correct + 1, size=(groups, G), p=p)
+    for name, spec in DRIFT_ARMS.items():
+        obj = registry.objective.create(spec)
+        drift, total = np.zeros(n_correct + 1), 0.0
+        for o in draws:
             keys = [str(i) for i in o]
             a = obj.advantages(RolloutGroup(r[o], outcome_keys=keys, cluster_keys=keys))
-            drift += [(a * ((o == k) - p[k])).sum() for k in range(n_correct + 1)]
-        out[name] = (drift / groups).tolist()
+            drift += np.bincount(o, weights=a, minlength=n_correct + 1) - a.sum() * p
+            total += float(a.sum())
+        out[name] = ((drift / groups).tolist(), total / groups)
     return out
 
 
@@ -266,10 +298,11 @@ def report(results: dict[str, Any]) -> str:
              f"Task `few_answer`; {meta['seeds']} seeds, each with its own pre-trained base; {meta['steps']} updates "
              f"x {PROMPTS_PER_STEP} prompts x G = {G} (64 samples per update, binary rewards) for every arm; AdamW "
              f"lr {meta['lr']}; exact metrics (mean ± std over seeds). Wall time {meta['seconds']:.0f} s with "
-             f"{meta['jobs']} processes on a shared machine (load before the run: {meta['uptime']}); "
-             f"{meta['cpu_seconds']:.0f} CPU seconds in all, i.e. about {meta['cpu_seconds'] / 2 / 60:.1f} min on 2 "
-             f"idle cores; building the uncached bases took {meta['base_seconds']:.0f} s of worker wall time "
-             f"(summed over workers; 0 when every base is cached).", ""]
+             f"{meta['jobs']} worker processes (load before the run: {meta['uptime']}; after: "
+             f"{meta.get('uptime_after', '?')}); {meta['cpu_seconds']:.0f} CPU seconds in all (workers and "
+             f"parent), i.e. about {meta['cpu_seconds'] / 2 / 60:.1f} min on 2 idle cores; building the uncached "
+             f"bases took {meta['base_seconds']:.0f} s of worker time (summed over workers; 0 when every base "
+             f"is cached).", ""]
     for variant, (tr, te) in VARIANTS.items():
         v = s[variant]
         cols = (["pass@1", "effK", "top", "modes", "pass@4", "pass@256"] if variant == "main" else
@@ -282,8 +315,17 @@ def report(results: dict[str, Any]) -> str:
                 lines.append(f"| {arm} | " + " | ".join(_fmt(row[f'{split}/{c}'], 3 if 'pass' in c else 2)
                                                      for c in cols) + " |")
             lines.append("")
+        lines += [f"## {variant}: budget per arm (means over seeds)", "",
+                  "| arm | samples drawn | groups trained / sampled | optimiser passes per batch | "
+                  "mean training reward | s per trainer step |", "|---|---|---|---|---|---|"]
+        for arm, b in v.get("budget", {}).items():
+            lines.append(f"| {arm} | {b['samples']:.0f} | {b['groups']:.0f} / {b['of']:.0f} | {b['passes']:.0f} | "
+                         f"{b['reward']:.3f} | {b['step_s']:.3f} |")
+        lines.append("")
         if v["equal_pass1_level"] is not None:
             lines += [f"## {variant}: at equal pass@1 = {v['equal_pass1_level']:.3f} (trained prompts)", "",
+                      "The level is the lowest final pass@1 among the arms that end above the base; each run "
+                      "is read at the first evaluation where it reaches the level (interpolated).", "",
                       "| arm | runs reaching it | step | effK | top | modes | pass@256 |", "|---|---|---|---|---|---|---|"]
             for arm, e in v["equal_pass1"].items():
                 if e.get("effK") is None:
@@ -295,11 +337,14 @@ def report(results: dict[str, Any]) -> str:
     lines += ["## Why an objective keeps or loses the answers: mean-field drift", "",
               "Expected logit change per group of G = 8 for a tabular softmax at the benchmark's base in "
               "miniature (5 correct answers with Zipf(1) shares, one wrong outcome; 20,000 sampled groups; "
-              "`mean_field_drift`). `fav - last` > 0 means the favourite gains on the rarest correct answer.", "",
-              "| pass@1 | arm | favourite | 2nd | rarest correct | fav - last |", "|---|---|---|---|---|---|"]
+              "`mean_field_drift`). `fav - last` > 0 means the favourite gains on the rarest correct answer; "
+              "`sum A` is the mean sum of a group's advantages (0 for GRPO and IPS).", "",
+              "| pass@1 | arm | favourite | 2nd | rarest correct | wrong | fav - last | sum A |",
+              "|---|---|---|---|---|---|---|---|"]
     for p1 in (0.75, 0.9):
-        for arm, d in mean_field_drift(p1).items():
-            lines.append(f"| {p1} | {arm} | {d[0]:+.3f} | {d[1]:+.3f} | {d[4]:+.3f} | {d[0] - d[4]:+.3f} |")
+        for arm, (d, total) in mean_field_drift(p1).items():
+            lines.append(f"| {p1} | {arm} | {d[0]:+.3f} | {d[1]:+.3f} | {d[4]:+.3f} | {d[5]:+.3f} | "
+                         f"{d[0] - d[4]:+.3f} | {total:+.2f} |")
     lines.append("")
     if s["checks"]:
         lines += ["## Targets (main variant, trained prompts, means over seeds)", "", "| target | measured | holds |",
@@ -352,10 +397,11 @@ def main() -> None:
                       f"({r['seconds']:.0f} s)", flush=True)
                 partial.write_text(json.dumps({"runs": runs}))  # what is done survives an interrupted run
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = resource.getrusage(resource.RUSAGE_SELF)
         results = {"meta": {"seeds": args.seeds, "steps": args.steps, "lr": args.lr, "eval_every": args.eval_every,
                             "jobs": args.jobs, "seconds": time.perf_counter() - t0, "base_seconds": base_seconds,
-                            "cpu_seconds": usage.ru_utime + usage.ru_stime,
-                            "uptime": uptime, "cache": str(cache_dir())}, "runs": runs}
+                            "cpu_seconds": usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime,
+                            "uptime": uptime, "uptime_after": os.popen("uptime").read().strip(), "cache": str(cache_dir())}, "runs": runs}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=1))
         partial.unlink(missing_ok=True)

@@ -1,11 +1,15 @@
 """Rare: uniqueness-weighted GRPO advantages (kind ``objective``, name ``rare``).
 
 Source: Hu et al. 2026, "Rewarding the Rare: Uniqueness-Aware RL for Creative Problem Solving
-in LLMs", arXiv 2601.08763. The paper clusters the *correct* solutions of a problem by
-high-level strategy and rewards a correct solution more when its strategy is rare among the
-group's correct solutions. Formula (reconstructed from a secondary source stating the paper's
-equation, diversity-rl.md §4; the counting set follows the paper's abstract: "correct but
-rare strategies")::
+in LLMs", arXiv 2601.08763. The paper clusters the rollouts of one problem (one group) by
+high-level strategy and rewards a correct solution more when its strategy is rare. Formula
+(reconstructed: the full text was not reachable; three independent secondary sources agree
+that the *group-normalised GRPO advantage* is multiplied by ``w = f ** -alpha`` with ``f``
+the rollout's cluster size inside its group of K rollouts, ``alpha`` in [0, 1], weights in
+[K ** -alpha, 1], no running memory across steps; the value of alpha used in the paper is
+not reported; one source says every signed advantage is weighted. The counting set and the
+sign restriction follow the abstract, "correct but rare strategies", and are the defaults
+here; the other readings are options)::
 
     c_i    = 1[r_i >= tau]                                  correct, tau = correct_threshold
     f_i    = |{j : k_j = k_i and c_j = c_i}|                cluster size among completions
@@ -24,6 +28,16 @@ whatever its count, so the frequent strategy no longer gets the larger push (GRP
 ``dz_i ∝ p_i (r_i - r̄)``). Counting a correct completion's cluster among wrong completions
 too (``count="all"``) mixes the two: with a coarse key a correct answer shares its cluster
 with wrong answers about half the time and is down-weighted for their sake.
+
+Dynamics (measured, ``benchmarks/bench_diversity.py`` drift table): for a tabular softmax the
+logit step of outcome k from one group is ``sum_i A_i 1[o_i = k] - p_k sum_i A_i``. With
+``alpha <= 1`` a correct answer's expected push is proportional to the chance that it
+appears among the G samples, which still grows with its probability, so the favourite keeps
+gaining on rarer correct answers (more slowly than under GRPO); and since only positive
+advantages shrink, ``sum_i A_i < 0``, whose ``-p_k sum_i A_i`` term lifts every answer in
+proportion to its probability. Neither a larger alpha nor weighting every sign reverses the
+sign of that drift; weighting the *rewards* before the baseline would, but with the answer
+as cluster key that is exactly ``ips`` (the constant G ** alpha cancels in the z-score).
 
 Options kept from earlier readings of the paper: ``apply_to="all"`` weights every signed
 advantage (the wrong completions' negative advantages are divided by their own cluster
