@@ -23,6 +23,7 @@ from typing import Any
 import networkx as nx
 from sqlalchemy import bindparam, text
 
+from qdevolve.db import _queries
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import DatabaseError
 from qdevolve.textsafe import dot_escape
@@ -236,7 +237,7 @@ def descendants(store: LineageStore, program_id: str,
     with store._connect() as c:
         rows = _walk(c, q, params)
         depth = _with_depths(pid, ((a, b) for a, b in rows))
-        parents = store._parents_of(c, list(depth))
+        parents = _queries.parents_of(c, list(depth))
     return _sorted_rows(store, depth, parents)
 
 

@@ -277,8 +277,8 @@ def _rank(node: dict[str, Any]) -> tuple[bool, float]:
 
 
 # -- archive replay ----------------------------------------------------------------------------
-def replay_stream(store: LineageStore, run_id: str, *,
-                  code_features: Collection[str] | None = ()) -> Iterator[tuple[int, Program, EvalResult | None]]:
+def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection[str] | None = (),
+                  after_eval: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
     """``(seq, program, latest evaluation)`` in the order the engine added them to the archive
     (by the id of each program's latest evaluation), then the unevaluated programs.
 
@@ -286,7 +286,8 @@ def replay_stream(store: LineageStore, run_id: str, *,
     status, score and features; metrics and artifacts are left out. ``code`` is loaded only
     for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
     computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
-    whose needs are unknown). Paged by evaluation id, so memory stays flat.
+    whose needs are unknown). Paged by evaluation id, so memory stays flat. ``after_eval``:
+    start after this evaluation id (the rows an archive snapshot covers are skipped).
     """
     code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
         bindparam("ids", expanding=True))
@@ -300,7 +301,7 @@ def replay_stream(store: LineageStore, run_id: str, *,
     links = text(f"SELECT e.child_id, e.parent_id FROM evaluations ev JOIN edges e ON "
                  f"e.child_id = ev.program_id WHERE ev.run_id = :r AND ev.id > :lo AND ev.id <= :hi "
                  f"AND {_GENEALOGY} ORDER BY e.child_id, e.position")
-    after = 0
+    after = after_eval
     while True:
         with store._connect() as c:
             rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
