@@ -64,7 +64,8 @@ def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tu
     else:
         n_eval = store.count_evaluations(run["id"])
     every = max(1, math.ceil(n_eval / max(points, 1)))
-    rows = streams.replay_stream(store, run["id"], code_features=code_features(spec), after_eval=after)
+    rows = streams.replay_stream(store, run["id"], code_features=code_features(spec), after_eval=after,
+                                 covered=start.evaluated if start is not None else 0)
     return run, replay(spec, rows, record_every=every, start=start)
 
 

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, text
 
-from qdevolve.archive.snapshot import FORMAT, decode
-
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
 
@@ -42,6 +40,8 @@ class StoredSnapshot:
 def write_snapshot(c: Connection, run_id: str, data: str) -> None:
     """Insert a snapshot of the run's archive taken after its latest evaluation (call inside
     the transaction that stores that evaluation) and drop all but the newest :data:`KEEP`."""
+    from qdevolve.archive.snapshot import FORMAT  # archive code only when a snapshot is written
+
     p = {"r": run_id}
     eval_id, n = c.execute(text("SELECT MAX(id), COUNT(*) FROM evaluations WHERE run_id = :r"), p).one()
     if eval_id is None:
@@ -68,6 +68,8 @@ def _covers_prefix(c: Connection, run_id: str, eval_id: int, evaluations: int) -
 
 def latest(store: LineageStore, run_id: str) -> StoredSnapshot | None:
     """The newest snapshot of the run that passes the checks above, or ``None``."""
+    from qdevolve.archive.snapshot import FORMAT, decode
+
     with store._connect() as c:
         if not store.engine.dialect.has_table(c, "archive_snapshots"):
             return None

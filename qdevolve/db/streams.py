@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from sqlalchemy import bindparam, text
 
+from qdevolve.db._engine import CACHE_KIB
 from qdevolve.db._rows import known_status
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
@@ -32,6 +33,7 @@ __all__ = ["export_run", "children_of", "all_children", "replay_stream", "CODE_F
 
 CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
 _PAGE = 5000
+_SCAN_CACHE_KIB = 8192  # SQLite page cache while scanning a whole run (the store's default is 128 MiB)
 _CHUNK = 500
 _GENEALOGY = "e.role <> 'inspiration'"
 _LATEST = "ev.id = (SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = p.id)"
@@ -40,7 +42,6 @@ _NODE_KEYS = ("id", "run_id", "generation", "island", "operator", "policy_versio
               "score")
 
 
-# -- paged rows --------------------------------------------------------------------------------
 def _grouped(pairs: Any) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for child, parent in pairs:
@@ -48,35 +49,100 @@ def _grouped(pairs: Any) -> dict[str, list[str]]:
     return out
 
 
+# -- the run's nodes ---------------------------------------------------------------------------
+class _RunRows:
+    """A run's nodes, read in plain scans instead of one join per node: the run's genealogy
+    edges (``edges.run_id``), its evaluations in id order (the last one per program wins),
+    its programs in insertion order, then its edges again for the edge list. Each scan reads
+    one index range through the driver's own cursor (no per-row SQLAlchemy objects), in
+    chunks, so only two maps by program id are held (about 80 MB at 200,000 programs).
+    """
+
+    def __init__(self, store: LineageStore, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+        self.latest: dict[str, tuple[str, float | None]] = {}
+        self.parents: dict[str, Any] = {}
+        self.ids: set[str] = set()
+
+    def _scan(self, sql: str, params: dict[str, Any]) -> Iterator[list[tuple[Any, ...]]]:
+        """Chunks of the rows of one query, straight from the driver's cursor."""
+        with self.store._connect() as c:
+            if c.dialect.name != "sqlite":  # sqlite3 reads :name, psycopg %(name)s
+                sql = re.sub(r":(\w+)", r"%(\1)s", sql)
+            cur = c.connection.dbapi_connection.cursor()
+            small = c.dialect.name == "sqlite"  # a one-pass scan gains nothing from a big page cache
+            try:
+                if small:
+                    cur.execute(f"PRAGMA cache_size={-_SCAN_CACHE_KIB}")
+                cur.execute(sql, params)
+                while chunk := cur.fetchmany(_PAGE):
+                    yield chunk
+            finally:
+                if small:
+                    cur.execute(f"PRAGMA cache_size={-CACHE_KIB}")
+                cur.close()
+
+    def raw_pages(self) -> Iterator[list[tuple[Any, ...]]]:
+        """Pages of ``(seq, id, generation, island, operator, policy_version)``; meanwhile
+        :attr:`latest` maps id -> ``(status, score)`` and :attr:`parents` id -> parent id (one
+        parent) or ``[(position, parent), ...]``; both are emptied at the end."""
+        r = {"r": self.run_id}
+        parents = self.parents = {}
+        for chunk in self._scan("SELECT child_id, parent_id, position FROM edges "
+                                "WHERE run_id = :r AND role <> 'inspiration'", r):
+            for b, a, pos in chunk:
+                cur = parents.get(b)
+                if cur is None:
+                    parents[b] = a if not pos else [(pos, a)]
+                else:
+                    parents[b] = sorted([*([(0, cur)] if isinstance(cur, str) else cur), (pos or 0, a)])
+        latest, intern = self.latest, sys.intern
+        for chunk in self._scan("SELECT program_id, status, score FROM evaluations WHERE run_id = :r "
+                                "ORDER BY id", r):
+            for pid, st, sc in chunk:
+                latest[pid] = (intern(st), sc)
+        after = 0
+        while True:
+            rows = [row for chunk in self._scan(
+                "SELECT seq, id, generation, island, operator, policy_version FROM programs "
+                "WHERE run_id = :r AND seq > :after ORDER BY seq LIMIT :n", {**r, "after": after, "n": _PAGE})
+                for row in chunk]
+            if not rows:
+                break
+            self.ids.update(row[1] for row in rows)
+            yield rows
+            after = rows[-1][0]
+        latest.clear()
+        parents.clear()
+
+    def edges(self) -> Iterator[list[tuple[str, str, str, int]]]:
+        """Chunks of ``(parent, child, role, position)`` whose both ends are programs of the
+        run (after :meth:`raw_pages`)."""
+        ids = self.ids
+        for chunk in self._scan("SELECT parent_id, child_id, role, position FROM edges WHERE run_id = :r",
+                                {"r": self.run_id}):
+            yield [e for e in chunk if e[0] in ids and e[1] in ids]
+
+    def parent_list(self, pid: str) -> list[str]:
+        ps = self.parents.pop(pid, None)
+        return [] if ps is None else [ps] if isinstance(ps, str) else [x for _, x in ps]
+
+    def pages(self) -> Iterator[list[dict[str, Any]]]:
+        """The run's nodes as dicts (with ``parent_ids``), a page at a time in insertion order."""
+        none, rid = (None, None), self.run_id
+        for rows in self.raw_pages():
+            page = []
+            for _seq, pid, gen, isl, op, pv in rows:
+                status, score = self.latest.get(pid, none)
+                page.append({"id": pid, "run_id": rid, "generation": gen, "island": isl, "operator": op,
+                             "policy_version": pv, "status": status, "score": score,
+                             "parent_ids": self.parent_list(pid)})
+            yield page
+
+
 def _node_pages(store: LineageStore, run_id: str) -> Iterator[list[dict[str, Any]]]:
     """The run's nodes (with ``parent_ids``), a page at a time in insertion order."""
-    q = text(f"SELECT p.seq, p.id, p.run_id, p.generation, p.island, p.operator, p.policy_version, "
-             f"ev.status, ev.score FROM programs p LEFT JOIN evaluations ev ON {_LATEST} "
-             f"WHERE p.run_id = :r AND p.seq > :after ORDER BY p.seq LIMIT :n")
-    links = text(f"SELECT e.child_id, e.parent_id FROM programs p JOIN edges e ON e.child_id = p.id "
-                 f"WHERE p.run_id = :r AND p.seq > :lo AND p.seq <= :hi AND {_GENEALOGY} "
-                 f"ORDER BY e.child_id, e.position")
-    after = 0
-    while True:
-        with store._connect() as c:
-            rows = c.execute(q, {"r": run_id, "after": after, "n": _PAGE}).all()
-            if not rows:
-                return
-            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
-        yield [{**dict(zip(_NODE_KEYS, r[1:], strict=True)), "parent_ids": parents.get(r[1], [])}
-               for r in rows]
-        after = rows[-1][0]
-
-
-def _edges(store: LineageStore, run_id: str) -> Iterator[tuple[str, str, str, int]]:
-    """``(parent, child, role, position)`` of the run whose both ends are programs of the run."""
-    q = text("SELECT e.parent_id, e.child_id, e.role, e.position FROM edges e "
-             "JOIN programs a ON a.id = e.parent_id AND a.run_id = :r "
-             "JOIN programs b ON b.id = e.child_id AND b.run_id = :r WHERE e.run_id = :r")
-    with store._connect() as c:
-        result = c.execution_options(stream_results=True).execute(q, {"r": run_id})
-        while batch := result.fetchmany(_PAGE):
-            yield from batch
+    return _RunRows(store, run_id).pages()
 
 
 # -- exports -----------------------------------------------------------------------------------
@@ -93,17 +159,28 @@ def export_run(store: LineageStore, run_id: str | None, path: str | Path,
         raise ValueError(f"unknown export format {format!r}; use one of {', '.join(EXPORT_FORMATS)}")
     rid = store.resolve_run(run_id)
     writer = {"graphml": _GraphML, "json": _NodeLink, "dot": _Dot}[format]
+    source = _RunRows(store, rid)
     with Path(path).open("w", encoding="utf-8") as fh:
         w = writer(fh, rid)
-        n_nodes = n_edges = 0
-        for page in _node_pages(store, rid):
-            for node in page:
-                w.node(node)
-            n_nodes += len(page)
+        n_nodes = 0
+        if isinstance(w, _GraphML):
+            for rows in source.raw_pages():
+                w.page(rows, source)
+                n_nodes += len(rows)
+        else:
+            for page in source.pages():
+                for node in page:
+                    w.node(node)
+                n_nodes += len(page)
         w.between()
-        for edge in _edges(store, rid):
-            w.edge(*edge)
-            n_edges += 1
+        n_edges = 0
+        for chunk in source.edges():
+            if isinstance(w, _GraphML):
+                w.edge_page(chunk)
+            else:
+                for edge in chunk:
+                    w.edge(*edge)
+            n_edges += len(chunk)
         w.end()
     return n_nodes, n_edges
 
@@ -131,6 +208,7 @@ class _GraphML:
         for i, (name, t) in enumerate(self.EDGE):
             fh.write(f'<key id="e{i}" for="edge" attr.name="{name}" attr.type="{t}"/>\n')
         fh.write(f'<graph edgedefault="directed">\n<data key="d0">{_xml(run_id)}</data>\n')
+        self.run_id, self.run_text = run_id, f'<data key="n1">{_xml(run_id)}</data>'
 
     def node(self, n: dict[str, Any]) -> None:
         from qdevolve.db.lineage import NO_POLICY
@@ -154,6 +232,42 @@ class _GraphML:
     def text(self, s: str) -> str:
         """XML-escaped text; plain strings (hex ids, operator names) skip the escaping."""
         return self.xml(s) if _XML_SPECIAL.search(s) else s
+
+    def page(self, rows: list[tuple[Any, ...]], src: _RunRows) -> None:
+        """Nodes from :meth:`_RunRows.raw_pages` rows: one format string per node when none
+        of its strings needs escaping (one regex test on them all), else :meth:`node`."""
+        from qdevolve.db.lineage import NO_POLICY
+
+        out, special, rtext, latest, pop = [], _XML_SPECIAL.search, self.run_text, src.latest, src.parents.pop
+        none = (None, None)
+        for _seq, pid, gen, isl, op, pv in rows:
+            status, score = latest.get(pid, none)
+            ps = pop(pid, None)
+            plist = "" if ps is None else ps if isinstance(ps, str) else " ".join(x for _, x in ps)
+            if type(op) is not str or special(f"{pid}{op}{status}{plist}") or type(gen) is not int \
+                    or type(isl) is not int or (pv is not None and type(pv) is not int) \
+                    or (score is not None and type(score) is not float):
+                self.node({"id": pid, "run_id": self.run_id, "generation": gen, "island": isl, "operator": op,
+                           "policy_version": pv, "status": status, "score": score,
+                           "parent_ids": plist.split(" ") if plist else []})
+                continue
+            out.append(f'<node id="{pid}"><data key="n0">{pid}</data>{rtext}<data key="n2">{gen}</data>'
+                       f'<data key="n3">{isl}</data><data key="n4">{op}</data>'
+                       f'<data key="n5">{NO_POLICY if pv is None else pv}</data>'
+                       + ("" if status is None else f'<data key="n6">{status}</data>')
+                       + f'<data key="n7">{"NaN" if score is None else score}</data>'
+                       f'<data key="n8">{plist}</data></node>\n')
+        self.fh.write("".join(out))
+
+    def edge_page(self, edges: list[tuple[str, str, str, int]]) -> None:
+        out, special = [], _XML_SPECIAL.search
+        for a, b, role, position in edges:
+            if special(f"{a}{b}{role}") or type(position) is not int:
+                self.edge(a, b, role, position)
+                continue
+            out.append(f'<edge source="{a}" target="{b}"><data key="e0">{role}</data>'
+                       f'<data key="e1">{position}</data></edge>\n')
+        self.fh.write("".join(out))
 
     def between(self) -> None:
         pass
@@ -278,7 +392,7 @@ def _rank(node: dict[str, Any]) -> tuple[bool, float]:
 
 # -- archive replay ----------------------------------------------------------------------------
 def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection[str] | None = (),
-                  after_eval: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
+                  after_eval: int = 0, covered: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
     """``(seq, program, latest evaluation)`` in the order the engine added them to the archive
     (by the id of each program's latest evaluation), then the unevaluated programs.
 
@@ -287,7 +401,9 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
     for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
     computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
     whose needs are unknown). Paged by evaluation id, so memory stays flat. ``after_eval``:
-    start after this evaluation id (the rows an archive snapshot covers are skipped).
+    start after this evaluation id (the rows an archive snapshot covers are skipped);
+    ``covered``: the evaluated programs those skipped rows hold. When every program of the
+    run is then accounted for, the scan for unevaluated programs is skipped.
     """
     code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
         bindparam("ids", expanding=True))
@@ -301,12 +417,13 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
     links = text(f"SELECT e.child_id, e.parent_id FROM evaluations ev JOIN edges e ON "
                  f"e.child_id = ev.program_id WHERE ev.run_id = :r AND ev.id > :lo AND ev.id <= :hi "
                  f"AND {_GENEALOGY} ORDER BY e.child_id, e.position")
-    after = after_eval
+    after, seen = after_eval, covered
     while True:
         with store._connect() as c:
             rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
             if not rows:
                 break
+            seen += len(rows)
             parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
             feats = [json.loads(r[13]) if r[13] else {} for r in rows]
             want = [r[2] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
@@ -321,6 +438,8 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
             status, error = known_status(r[11], None)
             yield r[1], prog, EvalResult(status=status, score=r[12], features=f, error=error)
         after = rows[-1][0]
+    if seen == store.count_programs(run_id):
+        return
     unevaluated = text(
         "SELECT p.seq, p.id, p.run_id FROM programs p WHERE p.run_id = :r AND p.seq > :after "
         "AND NOT EXISTS (SELECT 1 FROM evaluations ev WHERE ev.program_id = p.id) "
