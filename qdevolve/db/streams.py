@@ -29,7 +29,8 @@ from qdevolve.db._rows import known_status
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["export_run", "children_of", "all_children", "replay_stream", "CODE_FEATURES"]
+__all__ = ["export_run", "children_of", "all_children", "tree_children", "replay_stream", "CODE_FEATURES",
+           "TREE_KEYS"]
 
 CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
 _PAGE = 5000
@@ -138,11 +139,6 @@ class _RunRows:
                              "policy_version": pv, "status": status, "score": score,
                              "parent_ids": self.parent_list(pid)})
             yield page
-
-
-def _node_pages(store: LineageStore, run_id: str) -> Iterator[list[dict[str, Any]]]:
-    """The run's nodes (with ``parent_ids``), a page at a time in insertion order."""
-    return _RunRows(store, run_id).pages()
 
 
 # -- exports -----------------------------------------------------------------------------------
@@ -364,29 +360,56 @@ def children_of(store: LineageStore, parent_ids: Sequence[str],
     return out
 
 
-def all_children(store: LineageStore, run_id: str,
-                 top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
-    """:func:`children_of` for every program of the run at once, from one streamed pass over
-    its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
-    kids: dict[str, list[dict[str, Any]]] = {}
-    for page in _node_pages(store, run_id):  # insertion order: the stable sort keeps it on ties
-        for node in page:
-            parents = node.pop("parent_ids")
-            node["run_id"] = run_id  # one string for all (200,000 copies otherwise)
-            node["operator"] = sys.intern(node["operator"] or "")
-            if node["status"] is not None:
-                node["status"] = sys.intern(node["status"])
-            for pid in dict.fromkeys(parents):
-                kids.setdefault(pid, []).append(node)
-    out: dict[str, tuple[list[dict[str, Any]], int]] = {}
+TREE_KEYS = ("id", "generation", "operator", "policy_version", "status", "score", "island")
+
+
+def tree_children(store: LineageStore, run_id: str, top: int,
+                  roots: list[tuple[Any, ...]] | None = None) -> dict[str, tuple[list[tuple[Any, ...]], int]]:
+    """For every program of the run: up to ``top`` children (best score first, unevaluated
+    last, then insertion order) as :data:`TREE_KEYS` tuples, and how many it has. One pass
+    over the run's scans (:class:`_RunRows`), no per-node objects beyond one tuple each.
+    ``roots``: when given, filled with the run's programs without parents, ranked the same."""
+    src, none, intern = _RunRows(store, run_id), (None, None), sys.intern
+    kids: dict[str, list[tuple[Any, ...]]] = {}
+    for rows in src.raw_pages():  # insertion order: the stable sort keeps it on ties
+        latest, pop = src.latest, src.parents.pop
+        for _seq, pid, gen, isl, op, pv in rows:
+            status, score = latest.get(pid, none)
+            node = (pid, gen, intern(op) if type(op) is str else op, pv, status, score, isl)
+            ps = pop(pid, None)
+            if ps is None:
+                if roots is not None:
+                    roots.append(node)
+                continue
+            for parent in (ps,) if isinstance(ps, str) else dict.fromkeys(x for _, x in ps):
+                got = kids.get(parent)
+                if got is None:
+                    kids[parent] = [node]
+                else:
+                    got.append(node)
+    if roots is not None:
+        roots.sort(key=_rank)
+    out: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
     for pid, items in kids.items():
-        items.sort(key=_rank)
+        if len(items) > 1:
+            items.sort(key=_rank)
         out[pid] = (items[:top], len(items))
     return out
 
 
-def _rank(node: dict[str, Any]) -> tuple[bool, float]:
-    score = node["score"]
+def all_children(store: LineageStore, run_id: str,
+                 top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """:func:`children_of` for every program of the run at once, from one streamed pass over
+    its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
+    out = {}
+    for pid, (items, total) in tree_children(store, run_id, top).items():
+        out[pid] = ([{"id": t[0], "run_id": run_id, "generation": t[1], "island": t[6], "operator": t[2],
+                      "policy_version": t[3], "status": t[4], "score": t[5]} for t in items], total)
+    return out
+
+
+def _rank(node: tuple[Any, ...]) -> tuple[bool, float]:
+    score = node[5]
     return (score is None, -score if score is not None else 0.0)
 
 
