@@ -43,22 +43,16 @@ def _score(v: float | None) -> str:
 def _label(node: tuple[Any, ...], label: str) -> str:
     """One tree line's text for a :data:`~qdevolve.db.streams.TREE_KEYS` tuple."""
     pid, gen, op, pv, status, score = node[:6]
+    sc = "-" if score is None else f"{score:.6g}"
+    op = op if type(op) is str and op.isprintable() else _safe(op)
+    tail = "" if status == "ok" else ", unevaluated" if status is None else f", {_safe(status)}"
+    short = pid[:10] if type(pid) is str and pid.isprintable() else _safe(str(pid)[:10])
     if label == "score":
-        main = f"score={_score(score)}"
-    elif label == "operator":
-        main = _safe(op)
-    else:
-        main = f"policy=v{pv}" if pv is not None else "policy=-"
-    extra = [f"gen {gen}"]
-    if label != "operator":
-        extra.append(_safe(op))
-    if label != "score":
-        extra.append(f"score={_score(score)}")
-    if status not in ("ok", None):
-        extra.append(_safe(status))
-    elif status is None:
-        extra.append("unevaluated")
-    return f"{_safe(pid[:10])}  {main}  ({', '.join(extra)})"
+        return f"{short}  score={sc}  (gen {gen}, {op}{tail})"
+    if label == "operator":
+        return f"{short}  {op}  (gen {gen}, score={sc}{tail})"
+    policy = f"policy=v{pv}" if pv is not None else "policy=-"
+    return f"{short}  {policy}  (gen {gen}, {op}, score={sc}{tail})"
 
 
 def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
