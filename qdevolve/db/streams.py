@@ -59,11 +59,11 @@ class _RunRows:
     chunks, so only two maps by program id are held (about 80 MB at 200,000 programs).
     """
 
-    def __init__(self, store: LineageStore, run_id: str) -> None:
-        self.store, self.run_id = store, run_id
+    def __init__(self, store: LineageStore, run_id: str, *, keep_ids: bool = True) -> None:
+        self.store, self.run_id, self.keep_ids = store, run_id, keep_ids
         self.latest: dict[str, tuple[str, float | None]] = {}
         self.parents: dict[str, Any] = {}
-        self.ids: set[str] = set()
+        self.ids: set[str] = set()  # the run's program ids (for :meth:`edges`; not kept for the tree)
 
     def _scan(self, sql: str, params: dict[str, Any]) -> Iterator[list[tuple[Any, ...]]]:
         """Chunks of the rows of one query, straight from the driver's cursor."""
@@ -110,7 +110,8 @@ class _RunRows:
                 for row in chunk]
             if not rows:
                 break
-            self.ids.update(row[1] for row in rows)
+            if self.keep_ids:
+                self.ids.update(row[1] for row in rows)
             yield rows
             after = rows[-1][0]
         latest.clear()
@@ -369,7 +370,7 @@ def tree_children(store: LineageStore, run_id: str, top: int,
     last, then insertion order) as :data:`TREE_KEYS` tuples, and how many it has. One pass
     over the run's scans (:class:`_RunRows`), no per-node objects beyond one tuple each.
     ``roots``: when given, filled with the run's programs without parents, ranked the same."""
-    src, none, intern = _RunRows(store, run_id), (None, None), sys.intern
+    src, none, intern = _RunRows(store, run_id, keep_ids=False), (None, None), sys.intern
     kids: dict[str, list[tuple[Any, ...]]] = {}
     for rows in src.raw_pages():  # insertion order: the stable sort keeps it on ties
         latest, pop = src.latest, src.parents.pop
