@@ -6,8 +6,10 @@ files that still exist, and replay ``add`` over every evaluated program in the o
 engine added them, i.e. by evaluation id (:func:`qdevolve.db.streams.replay_stream`,
 :func:`qdevolve.archive.replay.replay`), so what they show is exactly the archive the engine had.
 The replay streams light rows (no code unless a code-based feature needs it, no metrics or
-artifacts), so a 200,000-program run takes seconds, not minutes. Stored names are printed
-through :mod:`qdevolve.textsafe`.
+artifacts). ``stats`` starts from the newest archive snapshot the engine stored with the run
+(:mod:`qdevolve.db.snapshots`) and replays only the evaluations after it, so a
+200,000-program run takes about two seconds; ``plot`` (which draws the history) and runs
+without a snapshot replay everything. Stored names are printed through :mod:`qdevolve.textsafe`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Every command opens the database read-only in spirit (``open_store(target)``, never creating
 it) and accepts unique id prefixes. ``tree`` fetches one level at a time (the top-K children
-of every node of the level in one ranked query) and prints plain text as it goes, so it
-stays fast on runs of 200,000 programs; ``export`` streams from the database.
+of every node of the level in one ranked query) on a small run or from ``--root``, and the
+whole run in one pass of plain scans on a large one, and prints plain text in blocks;
+``export`` streams from the same scans.
 
 Stored text (code, artifacts, names, operators, errors) was written by candidates and
 models: every view prints it through :mod:`qdevolve.textsafe`, so no control sequence or
