@@ -231,14 +231,18 @@ class ArchiveBase:
                 elite.children = self._children[pid]
 
     def add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:
-        """Offer an evaluated program; returns what happened (deterministic, no RNG)."""
+        """Offer an evaluated program; returns what happened (deterministic, no RNG).
+
+        Features are computed first: a program that cannot be placed raises before any
+        state changes, so the engine's retry as ``invalid`` counts it once, like a replay."""
+        score = admissible_score(result)
+        admit = score is not None and program.id not in self._elites
+        features = self.extractor(program, result) if admit else {}
         self.n_added += 1
         self.count_children(program.parent_ids)
-        score = admissible_score(result)
-        if score is None or program.id in self._elites:
+        if not admit or score is None:
             return []
         self.n_ok += 1
-        features = self.extractor(program, result)
         self.extractor.observe(program)
         elite = Elite(program_id=program.id, score=score, features=features, island=self.island,
                       code_hash=program.code_hash, generation=program.generation)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.archive.base import EmptyArchiveError, qd_score
+from qdevolve.archive.base import EmptyArchiveError, admissible_score, qd_score
 from qdevolve.errors import ConfigError
 from qdevolve.selection.inspirations import sample_inspirations
 from qdevolve.types import ArchiveEvent, Elite, EvalResult, Program
@@ -102,6 +102,10 @@ class IslandsArchive:
                     f"has {self.n_islands} islands (0..{self.n_islands - 1})"
                 )
             targets = [program.island]
+            check = getattr(self.islands[program.island], "extractor", None)
+            if check is not None and admissible_score(result) is not None \
+                    and self.islands[program.island].get(program.id) is None:
+                check(program, result)  # an unplaceable program raises before any island changes
         for i, arc in enumerate(self.islands):
             if i not in targets:
                 arc.count_children(program.parent_ids)

@@ -49,7 +49,7 @@ def _point(archive: Any, evaluated: int) -> dict[str, Any]:
 
 
 def replay(spec: dict[str, Any] | str, rows: Iterable[tuple[int, Program, EvalResult | None]], *,
-           record_every: int = 0) -> Replay:
+           record_every: int = 0, start: Replay | None = None) -> Replay:
     """Create the archive from ``spec`` and ``add`` every evaluated row in order.
 
     Args:
@@ -57,8 +57,10 @@ def replay(spec: dict[str, Any] | str, rows: Iterable[tuple[int, Program, EvalRe
         rows: ``(seq, program, result)`` in the order the live archive added them.
         record_every: Record a history point every this many evaluations (0: none; the
             last evaluation is always recorded when > 0).
+        start: Go on from this replay (an archive restored from a snapshot with the counts
+            of the rows it covers) instead of a new archive; ``rows`` are then the rest.
     """
-    out = Replay(archive=registry.archive.create(spec))
+    out = start if start is not None else Replay(archive=registry.archive.create(spec))
     for _seq, program, result in rows:
         out.programs += 1
         if result is None:

@@ -6,8 +6,10 @@ files that still exist, and replay ``add`` over every evaluated program in the o
 engine added them, i.e. by evaluation id (:func:`qdevolve.db.streams.replay_stream`,
 :func:`qdevolve.archive.replay.replay`), so what they show is exactly the archive the engine had.
 The replay streams light rows (no code unless a code-based feature needs it, no metrics or
-artifacts), so a 200,000-program run takes seconds, not minutes. Stored names are printed
-through :mod:`qdevolve.textsafe`.
+artifacts). ``stats`` starts from the newest archive snapshot the engine stored with the run
+(:mod:`qdevolve.db.snapshots`) and replays only the evaluations after it, so a
+200,000-program run takes about two seconds; ``plot`` (which draws the history) and runs
+without a snapshot replay everything. Stored names are printed through :mod:`qdevolve.textsafe`.
 """
 
 from __future__ import annotations
@@ -46,16 +48,53 @@ def replay_rows(store: LineageStore, run_id: str) -> list[tuple[int, Program, Ev
 
 
 def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tuple[dict[str, Any], Replay]:
-    """The run row and its replayed archive, with about ``points`` history points."""
+    """The run row and its replayed archive, with about ``points`` history points.
+
+    With ``points <= 1`` (no history wanted) the replay starts from the run's newest usable
+    archive snapshot (:mod:`qdevolve.db.snapshots`) and replays only the evaluations after
+    it; otherwise, or without a snapshot, every evaluation is replayed."""
     run = store.get_run(store.resolve_run(run_id))
     spec = (run.get("config") or {}).get("archive") or {"type": "map_elites"}
     for pf in store.plugin_files(run["id"]):
         if Path(pf["path"]).is_file():
             registry.load_plugin_file(pf["path"])
-    n_eval = store.count_evaluations(run["id"])
+    start, after = (_from_snapshot(store, run["id"], spec) if points <= 1 else None), 0
+    if start is not None:
+        start, after = start
+        n_eval = start.evaluated + store.execute("SELECT COUNT(*) FROM evaluations WHERE run_id = :r "
+                                                 "AND id > :e", r=run["id"], e=after)[0][0]
+    else:
+        n_eval = store.count_evaluations(run["id"])
     every = max(1, math.ceil(n_eval / max(points, 1)))
-    rows = streams.replay_stream(store, run["id"], code_features=code_features(spec))
-    return run, replay(spec, rows, record_every=every)
+    rows = streams.replay_stream(store, run["id"], code_features=code_features(spec), after_eval=after,
+                                 covered=start.evaluated if start is not None else 0)
+    return run, replay(spec, rows, record_every=every, start=start)
+
+
+def _from_snapshot(store: LineageStore, run_id: str, spec: dict[str, Any]) -> tuple[Replay, int] | None:
+    """The replay state at the run's newest usable snapshot and the evaluation id it covers."""
+    from collections import Counter
+
+    from qdevolve.archive.snapshot import restore
+    from qdevolve.db import snapshots
+    from qdevolve.db._rows import known_status
+
+    snap = snapshots.latest(store, run_id)
+    if snap is None:
+        return None
+    try:
+        arc = restore(spec, snap.state)
+    except (ValueError, KeyError, TypeError):  # another spec or layout: replay in full
+        return None
+    by_status: Counter[str] = Counter()
+    for status, n in store.execute("SELECT status, COUNT(*) FROM evaluations WHERE run_id = :r AND id <= :e "
+                                   "GROUP BY status", r=run_id, e=snap.eval_id):
+        by_status[known_status(status, None)[0]] += int(n)
+    events = Counter({str(k): int(n) for k, n in store.execute(
+        "SELECT kind, COUNT(*) FROM archive_events WHERE run_id = :r AND id <= :v GROUP BY kind",
+        r=run_id, v=snap.event_id)})
+    return Replay(archive=arc, programs=snap.evaluations, evaluated=snap.evaluations, by_status=by_status,
+                  events=events), snap.eval_id
 
 
 def code_features(spec: dict[str, Any]) -> set[str] | None:

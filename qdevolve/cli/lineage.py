@@ -2,8 +2,9 @@
 
 Every command opens the database read-only in spirit (``open_store(target)``, never creating
 it) and accepts unique id prefixes. ``tree`` fetches one level at a time (the top-K children
-of every node of the level in one ranked query) and prints plain text as it goes, so it
-stays fast on runs of 200,000 programs; ``export`` streams from the database.
+of every node of the level in one ranked query) on a small run or from ``--root``, and the
+whole run in one pass of plain scans on a large one, and prints plain text in blocks;
+``export`` streams from the same scans.
 
 Stored text (code, artifacts, names, operators, errors) was written by candidates and
 models: every view prints it through :mod:`qdevolve.textsafe`, so no control sequence or
@@ -40,24 +41,23 @@ def _score(v: float | None) -> str:
     return "-" if v is None else f"{v:.6g}"
 
 
-def _label(node: dict[str, Any], label: str) -> str:
+def _label(node: tuple[Any, ...], label: str) -> str:
+    """One tree line's text for a :data:`~qdevolve.db.streams.TREE_KEYS` tuple."""
+    pid, gen, op, pv, status, score = node[:6]
+    sc = "-" if score is None else f"{score:.6g}"
+    op = op if type(op) is str and op.isprintable() else _safe(op)
+    tail = "" if status == "ok" else ", unevaluated" if status is None else f", {_safe(status)}"
+    short = pid[:10] if type(pid) is str and pid.isprintable() else _safe(str(pid)[:10])
     if label == "score":
-        main = f"score={_score(node['score'])}"
-    elif label == "operator":
-        main = _safe(node["operator"])
-    else:
-        pv = node["policy_version"]
-        main = f"policy=v{pv}" if pv is not None else "policy=-"
-    extra = [f"gen {node['generation']}"]
-    if label != "operator":
-        extra.append(_safe(node["operator"]))
-    if label != "score":
-        extra.append(f"score={_score(node['score'])}")
-    if node["status"] not in ("ok", None):
-        extra.append(_safe(node["status"]))
-    elif node["status"] is None:
-        extra.append("unevaluated")
-    return f"{_safe(node['id'][:10])}  {main}  ({', '.join(extra)})"
+        return f"{short}  score={sc}  (gen {gen}, {op}{tail})"
+    if label == "operator":
+        return f"{short}  {op}  (gen {gen}, score={sc}{tail})"
+    policy = f"policy=v{pv}" if pv is not None else "policy=-"
+    return f"{short}  {policy}  (gen {gen}, {op}, score={sc}{tail})"
+
+
+def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(node[k] for k in streams.TREE_KEYS)
 
 
 @click.group()
@@ -78,22 +78,28 @@ def lineage() -> None:
 def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, label: str) -> None:
     """A run's lineage tree, depth- and top-K-bounded."""
     with open_store(db) as store:
+        starts: list[tuple[Any, ...]] = []
         if root:
-            node = L.nodes(store, [store.get_program(root).id])
-            starts, total = list(node.values()), 1
-            rid = starts[0]["run_id"]
+            node = next(iter(L.nodes(store, [store.get_program(root).id]).values()))
+            starts, total, rid = [_tuple(node)], 1, node["run_id"]
         else:
             rid = store.resolve_run(run_id)
-            starts, total = L.roots(store, rid, top)
-        run = store.get_run(rid)
-        kids = _levels(store, rid, starts, depth, top)
-        head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {store.count_programs(rid)} programs"
+        run, n_programs = store.get_run(rid), store.count_programs(rid)
+        if not root and n_programs > _WIDE:  # a large run: one pass gives the roots and every level
+            kids = streams.tree_children(store, rid, top, roots=starts)
+            starts, total = starts[:top], len(starts)
+        else:
+            if not root:
+                found, total = L.roots(store, rid, top)
+                starts = [_tuple(s) for s in found]
+            kids = _levels(store, rid, starts, depth, top)
+        head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {n_programs} programs"
     lines = _Lines()
     lines.append(head)
     more_roots = total - len(starts)
     for i, s in enumerate(starts):
         _grow(lines, s, kids, label, depth, "", last=i == len(starts) - 1 and more_roots <= 0,
-              level=0, path=frozenset())
+              level=0, path=set())
     if more_roots > 0:
         lines.append(f"└── ... {more_roots} more roots")
     lines.flush()
@@ -120,36 +126,43 @@ class _Lines:
 _WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
 
 
-def _levels(store: LineageStore, run_id: str, starts: list[dict[str, Any]], depth: int,
-            top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], depth: int,
+            top: int) -> dict[str, tuple[list[tuple[Any, ...]], int]]:
     """Top-``top`` children of every node within ``depth`` levels: one ranked query per
     level (per 500 parents), or one streamed pass over the run once a level is wide."""
-    kids: dict[str, tuple[list[dict[str, Any]], int]] = {}
-    frontier = [s["id"] for s in starts]
+    kids: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
+    frontier = [s[0] for s in starts]
     for _ in range(depth):
         todo = [pid for pid in dict.fromkeys(frontier) if pid not in kids]
         if not todo:
             break
         if len(todo) > _WIDE:
-            everything = streams.all_children(store, run_id, top)
+            everything = streams.tree_children(store, run_id, top)
             return {**everything, **kids}
-        kids.update(streams.children_of(store, todo, top))
-        frontier = [k["id"] for pid in todo for k in kids[pid][0]]
+        for pid, (items, n) in streams.children_of(store, todo, top).items():
+            kids[pid] = ([_tuple(k) for k in items], n)
+        frontier = [k[0] for pid in todo for k in kids[pid][0]]
     return kids
 
 
-def _grow(lines: _Lines, n: dict[str, Any], kids: dict[str, tuple[list[dict[str, Any]], int]],
-          label: str, depth: int, prefix: str, *, last: bool, level: int, path: frozenset[str]) -> None:
-    """Append ``n`` and its shown descendants with tree guides (``├──``, ``└──``, ``│``)."""
+def _grow(lines: _Lines, n: tuple[Any, ...], kids: dict[str, tuple[list[tuple[Any, ...]], int]],
+          label: str, depth: int, prefix: str, *, last: bool, level: int, path: set[str]) -> None:
+    """Append ``n`` and its shown descendants with tree guides (``├──``, ``└──``, ``│``);
+    ``path`` holds the ids above ``n`` (a cycle in a tampered database stops there)."""
     lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(n, label)}")
-    if level >= depth or n["id"] in path:
+    pid = n[0]
+    if level >= depth or pid in path:
+        return
+    children, n_kids = kids.get(pid, ((), 0))
+    if not children and n_kids == 0:
         return
     inner = prefix + ("    " if last else "│   ")
-    children, n_kids = kids.get(n["id"], ([], 0))
     more = n_kids - len(children)
+    path.add(pid)
     for i, k in enumerate(children):
         _grow(lines, k, kids, label, depth, inner, last=i == len(children) - 1 and more <= 0,
-              level=level + 1, path=path | {n["id"]})
+              level=level + 1, path=path)
+    path.discard(pid)
     if more > 0:
         lines.append(f"{inner}└── ... {more} more")
 

@@ -108,6 +108,7 @@ def migrate(c: Connection) -> None:
     """Bring an older database up to :data:`SCHEMA_VERSION` (only adds columns and tables).
 
     v1 -> v2: ``evaluations.worker`` (where an evaluation ran) and the ``run_leases`` table.
+    v2 -> v3: the ``archive_snapshots`` table (a run without snapshots is replayed in full).
     """
     from qdevolve import __version__
 
@@ -119,5 +120,7 @@ def migrate(c: Connection) -> None:
         if "worker" not in cols:
             c.execute(text("ALTER TABLE evaluations ADD COLUMN worker VARCHAR(128)"))
         S.run_leases.create(c, checkfirst=True)
+    if version < 3:
+        S.archive_snapshots.create(c, checkfirst=True)
     c.execute(insert(S.schema_table).values(version=S.SCHEMA_VERSION, qdevolve_version=__version__,
                                             created_at=time.time()))

@@ -18,33 +18,21 @@ import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from sqlalchemy import bindparam, text
 
+from qdevolve.db import _queries
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import DatabaseError
 from qdevolve.textsafe import dot_escape
 
-__all__ = [
-    "GENEALOGY",
-    "NO_POLICY",
-    "EXPORT_FORMATS",
-    "run_graph",
-    "ancestry",
-    "descendants",
-    "best_path",
-    "best_program_id",
-    "children",
-    "roots",
-    "nodes",
-    "export",
-    "write_graphml",
-    "write_dot",
-    "node_link",
-    "parent_ids",
-]
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["GENEALOGY", "NO_POLICY", "EXPORT_FORMATS", "run_graph", "ancestry", "descendants", "best_path",
+           "best_program_id", "children", "roots", "nodes", "export", "write_graphml", "write_dot",
+           "node_link", "parent_ids"]
 
 GENEALOGY = ("mutation", "crossover", "migration")
 NO_POLICY = -1  # GraphML/DOT stand-in for policy_version None (the seed, offline mutators)
@@ -88,6 +76,8 @@ def run_graph(store: LineageStore, run_id: str | None = None) -> nx.DiGraph:
     """The DiGraph of a run: one node per program, one edge per parent link (attribute
     ``role``, plus ``position`` among the child's parents). Three streaming queries."""
     rid = store.resolve_run(run_id)
+    import networkx as nx  # imported when a graph is built (the CLI's views need none)
+
     g = nx.DiGraph(run_id=rid)
     with store._connect() as c:
         evals = {r[0]: (r[1], r[2]) for r in c.execute(text(
@@ -236,7 +226,7 @@ def descendants(store: LineageStore, program_id: str,
     with store._connect() as c:
         rows = _walk(c, q, params)
         depth = _with_depths(pid, ((a, b) for a, b in rows))
-        parents = store._parents_of(c, list(depth))
+        parents = _queries.parents_of(c, list(depth))
     return _sorted_rows(store, depth, parents)
 
 
@@ -298,6 +288,8 @@ def children(store: LineageStore, program_id: str, limit: int) -> tuple[list[dic
 # -- exports ---------------------------------------------------------------------------------
 def node_link(graph: nx.DiGraph) -> dict[str, Any]:
     """networkx node-link data (``nodes``/``edges`` keys); every node gets ``parent_ids``."""
+    import networkx as nx
+
     data = nx.node_link_data(graph, edges="edges")
     for node in data["nodes"]:
         node["parent_ids"] = parent_ids(graph, node["id"])

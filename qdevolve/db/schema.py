@@ -21,9 +21,9 @@ from sqlalchemy import (
 
 __all__ = ["SCHEMA_VERSION", "metadata", "schema_table", "runs", "programs", "edges",
            "evaluations", "archive_events", "rollouts", "policy_versions", "plugin_files",
-           "run_state", "run_leases"]
+           "run_state", "run_leases", "archive_snapshots"]
 
-SCHEMA_VERSION = 2  # v2: evaluations.worker, run_leases
+SCHEMA_VERSION = 3  # v2: evaluations.worker, run_leases; v3: archive_snapshots
 
 metadata = MetaData()
 
@@ -195,4 +195,21 @@ run_leases = Table(
     Column("pid", Integer, nullable=False),
     Column("acquired_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
+)
+
+# The archive's whole state every so many tells (qdevolve.archive.snapshot), written in the
+# transaction of the tell whose evaluation is ``eval_id``: a reader restores the newest one
+# and replays only the evaluations after it.
+archive_snapshots = Table(
+    "archive_snapshots",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("eval_id", Integer, nullable=False),
+    Column("evaluations", Integer, nullable=False),
+    Column("event_id", Integer, nullable=False, default=0),
+    Column("format", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_archive_snapshots_run", "run_id", "eval_id"),
 )

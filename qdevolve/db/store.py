@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, create_engine, func, insert, select, text, update
 from sqlalchemy.engine import make_url
 
-from qdevolve.db import _engine, _open, _queries, _rows, claims
+from qdevolve.db import _engine, _open, _queries, _rows, claims, snapshots
 from qdevolve.db import schema as S
 from qdevolve.db._codec import dumps, finite_or_none, loads
 from qdevolve.db._codec import text as text_col
@@ -174,7 +174,7 @@ class LineageStore:
               rollouts: Sequence[Rollout] = (),
               rewards: Sequence[RewardRecord] = (),
               state: dict[str, Any] | None = None,
-              budget: tuple[str, int, int] | None = None) -> None:
+              budget: tuple[str, int, int] | None = None, snapshot: str | None = None) -> None:
         """Store everything given in one transaction (all of it, or nothing on a crash).
 
         Args:
@@ -192,13 +192,15 @@ class LineageStore:
                 :mod:`qdevolve.db.claims`) in this same transaction, so the claim commits or
                 rolls back with the rows it pays for. Several controllers on one database
                 can never store more than ``total`` children between them.
+            snapshot: The run's archive state after this batch's evaluation (encoded by
+                :mod:`qdevolve.archive.snapshot`), stored in this same transaction.
 
         Raises:
             BudgetSpent: the claim would pass ``total`` (or the counter does not exist);
                 nothing of the batch is stored.
         """
-        if state and not run_id:
-            raise ValueError("write(state=...) needs run_id")
+        if (state or snapshot) and not run_id:
+            raise ValueError("write(state=..., snapshot=...) needs run_id")
         edge_recs, evals = _rows.resolve_batch(programs, evaluations, edges, events, run_id,
                                                self._run_ids_of, self.name)
         ctx = {"now": time.time(), "run_id": run_id or ""}
@@ -217,6 +219,8 @@ class LineageStore:
                     reward_vector=None if r.reward_vector is None else dumps(r.reward_vector)))
             if state:
                 self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in state.items()])
+            if snapshot is not None:
+                snapshots.write_snapshot(c, run_id or "", snapshot)
 
     def _upsert_state(self, c: Connection, rows: list[dict[str, Any]]) -> None:
         """``INSERT ... ON CONFLICT (run_id, key) DO UPDATE``: race-free when two writers set
@@ -304,10 +308,6 @@ class LineageStore:
                                                     names=dumps([list(n) for n in names]), loaded_at=time.time()))
 
     # -- reads ----------------------------------------------------------------------------
-    def _parents_of(self, c: Connection, ids: Sequence[str]) -> dict[str, list[str]]:
-        """``{child: [parents]}`` (kept for ``lineage.py``; the query lives in ``_queries``)."""
-        return _queries.parents_of(c, ids)
-
     def resolve_program_id(self, program_id: str) -> str:
         """The full id of a program given its id or a unique prefix."""
         pr = S.programs

@@ -25,10 +25,12 @@ from typing import IO, Any
 from sqlalchemy import bindparam, text
 
 from qdevolve.db._rows import known_status
+from qdevolve.db._scans import RunRows as _RunRows
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["export_run", "children_of", "all_children", "replay_stream", "CODE_FEATURES"]
+__all__ = ["export_run", "children_of", "all_children", "tree_children", "replay_stream", "CODE_FEATURES",
+           "TREE_KEYS"]
 
 CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
 _PAGE = 5000
@@ -40,7 +42,6 @@ _NODE_KEYS = ("id", "run_id", "generation", "island", "operator", "policy_versio
               "score")
 
 
-# -- paged rows --------------------------------------------------------------------------------
 def _grouped(pairs: Any) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for child, parent in pairs:
@@ -48,37 +49,7 @@ def _grouped(pairs: Any) -> dict[str, list[str]]:
     return out
 
 
-def _node_pages(store: LineageStore, run_id: str) -> Iterator[list[dict[str, Any]]]:
-    """The run's nodes (with ``parent_ids``), a page at a time in insertion order."""
-    q = text(f"SELECT p.seq, p.id, p.run_id, p.generation, p.island, p.operator, p.policy_version, "
-             f"ev.status, ev.score FROM programs p LEFT JOIN evaluations ev ON {_LATEST} "
-             f"WHERE p.run_id = :r AND p.seq > :after ORDER BY p.seq LIMIT :n")
-    links = text(f"SELECT e.child_id, e.parent_id FROM programs p JOIN edges e ON e.child_id = p.id "
-                 f"WHERE p.run_id = :r AND p.seq > :lo AND p.seq <= :hi AND {_GENEALOGY} "
-                 f"ORDER BY e.child_id, e.position")
-    after = 0
-    while True:
-        with store._connect() as c:
-            rows = c.execute(q, {"r": run_id, "after": after, "n": _PAGE}).all()
-            if not rows:
-                return
-            parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
-        yield [{**dict(zip(_NODE_KEYS, r[1:], strict=True)), "parent_ids": parents.get(r[1], [])}
-               for r in rows]
-        after = rows[-1][0]
-
-
-def _edges(store: LineageStore, run_id: str) -> Iterator[tuple[str, str, str, int]]:
-    """``(parent, child, role, position)`` of the run whose both ends are programs of the run."""
-    q = text("SELECT e.parent_id, e.child_id, e.role, e.position FROM edges e "
-             "JOIN programs a ON a.id = e.parent_id AND a.run_id = :r "
-             "JOIN programs b ON b.id = e.child_id AND b.run_id = :r WHERE e.run_id = :r")
-    with store._connect() as c:
-        result = c.execution_options(stream_results=True).execute(q, {"r": run_id})
-        while batch := result.fetchmany(_PAGE):
-            yield from batch
-
-
+# -- the run's nodes ---------------------------------------------------------------------------
 # -- exports -----------------------------------------------------------------------------------
 def export_run(store: LineageStore, run_id: str | None, path: str | Path,
                format: str = "graphml") -> tuple[int, int]:
@@ -93,17 +64,28 @@ def export_run(store: LineageStore, run_id: str | None, path: str | Path,
         raise ValueError(f"unknown export format {format!r}; use one of {', '.join(EXPORT_FORMATS)}")
     rid = store.resolve_run(run_id)
     writer = {"graphml": _GraphML, "json": _NodeLink, "dot": _Dot}[format]
+    source = _RunRows(store, rid)
     with Path(path).open("w", encoding="utf-8") as fh:
         w = writer(fh, rid)
-        n_nodes = n_edges = 0
-        for page in _node_pages(store, rid):
-            for node in page:
-                w.node(node)
-            n_nodes += len(page)
+        n_nodes = 0
+        if isinstance(w, _GraphML):
+            for rows in source.raw_pages():
+                w.page(rows, source)
+                n_nodes += len(rows)
+        else:
+            for page in source.pages():
+                for node in page:
+                    w.node(node)
+                n_nodes += len(page)
         w.between()
-        for edge in _edges(store, rid):
-            w.edge(*edge)
-            n_edges += 1
+        n_edges = 0
+        for chunk in source.edges():
+            if isinstance(w, _GraphML):
+                w.edge_page(chunk)
+            else:
+                for edge in chunk:
+                    w.edge(*edge)
+            n_edges += len(chunk)
         w.end()
     return n_nodes, n_edges
 
@@ -131,6 +113,7 @@ class _GraphML:
         for i, (name, t) in enumerate(self.EDGE):
             fh.write(f'<key id="e{i}" for="edge" attr.name="{name}" attr.type="{t}"/>\n')
         fh.write(f'<graph edgedefault="directed">\n<data key="d0">{_xml(run_id)}</data>\n')
+        self.run_id, self.run_text = run_id, f'<data key="n1">{_xml(run_id)}</data>'
 
     def node(self, n: dict[str, Any]) -> None:
         from qdevolve.db.lineage import NO_POLICY
@@ -154,6 +137,42 @@ class _GraphML:
     def text(self, s: str) -> str:
         """XML-escaped text; plain strings (hex ids, operator names) skip the escaping."""
         return self.xml(s) if _XML_SPECIAL.search(s) else s
+
+    def page(self, rows: list[tuple[Any, ...]], src: _RunRows) -> None:
+        """Nodes from :meth:`_RunRows.raw_pages` rows: one format string per node when none
+        of its strings needs escaping (one regex test on them all), else :meth:`node`."""
+        from qdevolve.db.lineage import NO_POLICY
+
+        out, special, rtext, latest, pop = [], _XML_SPECIAL.search, self.run_text, src.latest, src.parents.pop
+        none = (None, None)
+        for _seq, pid, gen, isl, op, pv in rows:
+            status, score = latest.get(pid, none)
+            ps = pop(pid, None)
+            plist = "" if ps is None else ps if isinstance(ps, str) else " ".join(x for _, x in ps)
+            if type(op) is not str or special(f"{pid}{op}{status}{plist}") or type(gen) is not int \
+                    or type(isl) is not int or (pv is not None and type(pv) is not int) \
+                    or (score is not None and type(score) is not float):
+                self.node({"id": pid, "run_id": self.run_id, "generation": gen, "island": isl, "operator": op,
+                           "policy_version": pv, "status": status, "score": score,
+                           "parent_ids": plist.split(" ") if plist else []})
+                continue
+            out.append(f'<node id="{pid}"><data key="n0">{pid}</data>{rtext}<data key="n2">{gen}</data>'
+                       f'<data key="n3">{isl}</data><data key="n4">{op}</data>'
+                       f'<data key="n5">{NO_POLICY if pv is None else pv}</data>'
+                       + ("" if status is None else f'<data key="n6">{status}</data>')
+                       + f'<data key="n7">{"NaN" if score is None else score}</data>'
+                       f'<data key="n8">{plist}</data></node>\n')
+        self.fh.write("".join(out))
+
+    def edge_page(self, edges: list[tuple[str, str, str, int]]) -> None:
+        out, special = [], _XML_SPECIAL.search
+        for a, b, role, position in edges:
+            if special(f"{a}{b}{role}") or type(position) is not int:
+                self.edge(a, b, role, position)
+                continue
+            out.append(f'<edge source="{a}" target="{b}"><data key="e0">{role}</data>'
+                       f'<data key="e1">{position}</data></edge>\n')
+        self.fh.write("".join(out))
 
     def between(self) -> None:
         pass
@@ -250,35 +269,62 @@ def children_of(store: LineageStore, parent_ids: Sequence[str],
     return out
 
 
-def all_children(store: LineageStore, run_id: str,
-                 top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
-    """:func:`children_of` for every program of the run at once, from one streamed pass over
-    its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
-    kids: dict[str, list[dict[str, Any]]] = {}
-    for page in _node_pages(store, run_id):  # insertion order: the stable sort keeps it on ties
-        for node in page:
-            parents = node.pop("parent_ids")
-            node["run_id"] = run_id  # one string for all (200,000 copies otherwise)
-            node["operator"] = sys.intern(node["operator"] or "")
-            if node["status"] is not None:
-                node["status"] = sys.intern(node["status"])
-            for pid in dict.fromkeys(parents):
-                kids.setdefault(pid, []).append(node)
-    out: dict[str, tuple[list[dict[str, Any]], int]] = {}
+TREE_KEYS = ("id", "generation", "operator", "policy_version", "status", "score", "island")
+
+
+def tree_children(store: LineageStore, run_id: str, top: int,
+                  roots: list[tuple[Any, ...]] | None = None) -> dict[str, tuple[list[tuple[Any, ...]], int]]:
+    """For every program of the run: up to ``top`` children (best score first, unevaluated
+    last, then insertion order) as :data:`TREE_KEYS` tuples, and how many it has. One pass
+    over the run's scans (:class:`_RunRows`), no per-node objects beyond one tuple each.
+    ``roots``: when given, filled with the run's programs without parents, ranked the same."""
+    src, none, intern = _RunRows(store, run_id, keep_ids=False), (None, None), sys.intern
+    kids: dict[str, list[tuple[Any, ...]]] = {}
+    for rows in src.raw_pages():  # insertion order: the stable sort keeps it on ties
+        latest, pop = src.latest, src.parents.pop
+        for _seq, pid, gen, isl, op, pv in rows:
+            status, score = latest.get(pid, none)
+            node = (pid, gen, intern(op) if type(op) is str else op, pv, status, score, isl)
+            ps = pop(pid, None)
+            if ps is None:
+                if roots is not None:
+                    roots.append(node)
+                continue
+            for parent in (ps,) if isinstance(ps, str) else dict.fromkeys(x for _, x in ps):
+                got = kids.get(parent)
+                if got is None:
+                    kids[parent] = [node]
+                else:
+                    got.append(node)
+    if roots is not None:
+        roots.sort(key=_rank)
+    out: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
     for pid, items in kids.items():
-        items.sort(key=_rank)
+        if len(items) > 1:
+            items.sort(key=_rank)
         out[pid] = (items[:top], len(items))
     return out
 
 
-def _rank(node: dict[str, Any]) -> tuple[bool, float]:
-    score = node["score"]
+def all_children(store: LineageStore, run_id: str,
+                 top: int) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """:func:`children_of` for every program of the run at once, from one streamed pass over
+    its nodes (cheaper than ranked queries once a tree covers most of a large run)."""
+    out = {}
+    for pid, (items, total) in tree_children(store, run_id, top).items():
+        out[pid] = ([{"id": t[0], "run_id": run_id, "generation": t[1], "island": t[6], "operator": t[2],
+                      "policy_version": t[3], "status": t[4], "score": t[5]} for t in items], total)
+    return out
+
+
+def _rank(node: tuple[Any, ...]) -> tuple[bool, float]:
+    score = node[5]
     return (score is None, -score if score is not None else 0.0)
 
 
 # -- archive replay ----------------------------------------------------------------------------
-def replay_stream(store: LineageStore, run_id: str, *,
-                  code_features: Collection[str] | None = ()) -> Iterator[tuple[int, Program, EvalResult | None]]:
+def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection[str] | None = (),
+                  after_eval: int = 0, covered: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
     """``(seq, program, latest evaluation)`` in the order the engine added them to the archive
     (by the id of each program's latest evaluation), then the unevaluated programs.
 
@@ -286,7 +332,10 @@ def replay_stream(store: LineageStore, run_id: str, *,
     status, score and features; metrics and artifacts are left out. ``code`` is loaded only
     for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
     computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
-    whose needs are unknown). Paged by evaluation id, so memory stays flat.
+    whose needs are unknown). Paged by evaluation id, so memory stays flat. ``after_eval``:
+    start after this evaluation id (the rows an archive snapshot covers are skipped);
+    ``covered``: the evaluated programs those skipped rows hold. When every program of the
+    run is then accounted for, the scan for unevaluated programs is skipped.
     """
     code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
         bindparam("ids", expanding=True))
@@ -300,12 +349,13 @@ def replay_stream(store: LineageStore, run_id: str, *,
     links = text(f"SELECT e.child_id, e.parent_id FROM evaluations ev JOIN edges e ON "
                  f"e.child_id = ev.program_id WHERE ev.run_id = :r AND ev.id > :lo AND ev.id <= :hi "
                  f"AND {_GENEALOGY} ORDER BY e.child_id, e.position")
-    after = 0
+    after, seen = after_eval, covered
     while True:
         with store._connect() as c:
             rows = c.execute(evaluated, {"r": run_id, "after": after, "n": _PAGE}).all()
             if not rows:
                 break
+            seen += len(rows)
             parents = _grouped(c.execute(links, {"r": run_id, "lo": after, "hi": rows[-1][0]}).all())
             feats = [json.loads(r[13]) if r[13] else {} for r in rows]
             want = [r[2] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
@@ -320,6 +370,8 @@ def replay_stream(store: LineageStore, run_id: str, *,
             status, error = known_status(r[11], None)
             yield r[1], prog, EvalResult(status=status, score=r[12], features=f, error=error)
         after = rows[-1][0]
+    if seen == store.count_programs(run_id):
+        return
     unevaluated = text(
         "SELECT p.seq, p.id, p.run_id FROM programs p WHERE p.run_id = :r AND p.seq > :after "
         "AND NOT EXISTS (SELECT 1 FROM evaluations ev WHERE ev.program_id = p.id) "

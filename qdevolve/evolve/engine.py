@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from qdevolve.archive.islands_pool import PoolMigration
+from qdevolve.archive.snapshot import SnapshotSchedule
 from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
@@ -92,6 +93,7 @@ class Evolution:
         self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # tokens / cost
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
+        self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
         self._rebuild()
         # The budget counter each stored child claims in its own transaction (qdevolve.db.claims):
         # the run's own, or a pool shared by the runs of several controllers on one database.
@@ -282,7 +284,8 @@ class Evolution:
                 edges=child.edges if child is not None else (),
                 evaluations=[EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id)],
                 events=events, rollouts=[rollout] if rollout is not None else (),
-                state=self._state(), budget=claim)
+                state=self._state(), budget=claim,
+                snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive))
         except BudgetSpent:  # another controller took the pool's last units since _pool_left
             if not self.config.budget_pool:
                 raise
