@@ -66,7 +66,9 @@ def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tu
     else:
         n_eval = store.count_evaluations(run["id"])
     every = max(1, math.ceil(n_eval / max(points, 1)))
-    rows = streams.replay_stream(store, run["id"], code_features=code_features(spec), after_eval=after,
+    code = code_features(spec)
+    rows = streams.replay_stream(store, run["id"], code_features=code, metric_features=metric_features(spec),
+                                 after_eval=after,
                                  covered=start.evaluated if start is not None else 0)
     return run, replay(spec, rows, record_every=every, start=start)
 
@@ -101,6 +103,21 @@ def code_features(spec: dict[str, Any]) -> set[str] | None:
     """The built-in code features (``code_length``, ...) the archive computes, found on its
     feature extractors (islands included); ``None`` when it has none to inspect (a plugin
     archive: its code is loaded for every admitted row)."""
+    dims = feature_dimensions(spec)
+    return None if dims is None else {d for d in dims if d in streams.CODE_FEATURES}
+
+
+def metric_features(spec: dict[str, Any]) -> set[str] | None:
+    """The archive's feature dimensions that may come from the evaluator's metrics (every one
+    but ``score``: a metric of the same name wins over a built-in); ``None`` for a plugin
+    archive (metrics are loaded for every admitted row)."""
+    dims = feature_dimensions(spec)
+    return None if dims is None else {d for d in dims if d != "score"}
+
+
+def feature_dimensions(spec: dict[str, Any]) -> set[str] | None:
+    """Every feature dimension of the archive's extractors (islands included); ``None`` when
+    it has no extractor to inspect."""
     arc = registry.archive.create(spec)
     found: list[Any] = []
     todo = [arc]
@@ -111,7 +128,7 @@ def code_features(spec: dict[str, Any]) -> set[str] | None:
         todo.extend(getattr(a, "islands", None) or [])
     if not found:
         return None
-    return {d for ex in found for d in ex.dimensions if d in streams.CODE_FEATURES}
+    return {d for ex in found for d in ex.dimensions}
 
 
 def _fmt(v: Any, digits: int = 6) -> str:

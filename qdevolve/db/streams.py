@@ -32,7 +32,7 @@ from qdevolve.types import EvalResult, Program
 __all__ = ["export_run", "children_of", "all_children", "tree_children", "replay_stream", "CODE_FEATURES",
            "TREE_KEYS"]
 
-CODE_FEATURES = ("code_length", "ast_complexity", "diversity")  # built-ins computed from code
+CODE_FEATURES = ("code_length", "complexity", "ast_complexity", "diversity", "code_diversity")  # built-ins computed from code
 _PAGE = 5000
 _CHUNK = 500
 _GENEALOGY = "e.role <> 'inspiration'"
@@ -323,8 +323,18 @@ def _rank(node: tuple[Any, ...]) -> tuple[bool, float]:
 
 
 # -- archive replay ----------------------------------------------------------------------------
+def _metrics_of(raw: Any) -> dict[str, Any]:
+    """Stored metrics JSON as a dict (anything else, e.g. a tampered row: no metrics)."""
+    try:
+        m = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    except ValueError:
+        return {}
+    return m if isinstance(m, dict) else {}
+
+
 def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection[str] | None = (),
-                  after_eval: int = 0, covered: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
+                  metric_features: Collection[str] | None = (), after_eval: int = 0,
+                  covered: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
     """``(seq, program, latest evaluation)`` in the order the engine added them to the archive
     (by the id of each program's latest evaluation), then the unevaluated programs.
 
@@ -332,12 +342,16 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
     status, score and features; metrics and artifacts are left out. ``code`` is loaded only
     for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
     computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
-    whose needs are unknown). Paged by evaluation id, so memory stays flat. ``after_eval``:
+    whose needs are unknown). Likewise ``metrics`` are loaded only for ``ok`` rows whose stored
+    features lack one of ``metric_features`` (OpenEvolve-style feature dimensions read from the
+    evaluator's metrics; ``None``: every ``ok`` row). Paged by evaluation id, so memory stays flat. ``after_eval``:
     start after this evaluation id (the rows an archive snapshot covers are skipped);
     ``covered``: the evaluated programs those skipped rows hold. When every program of the
     run is then accounted for, the scan for unevaluated programs is skipped.
     """
     code_q = text("SELECT id, code FROM programs WHERE id IN :ids").bindparams(
+        bindparam("ids", expanding=True))
+    metrics_q = text("SELECT id, metrics FROM evaluations WHERE id IN :ids").bindparams(
         bindparam("ids", expanding=True))
     evaluated = text(
         "SELECT ev.id, p.seq, p.id, p.run_id, '', p.code_hash, p.generation, p.island, "
@@ -363,12 +377,19 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
             codes: dict[str, str] = {}
             for i in range(0, len(want), _CHUNK):
                 codes.update(c.execute(code_q, {"ids": want[i:i + _CHUNK]}).all())
+            want_m = [r[0] for r, f in zip(rows, feats, strict=True) if r[11] == "ok" and (
+                metric_features is None or any(f.get(d) is None for d in metric_features))]
+            metrics: dict[int, dict[str, Any]] = {}
+            for i in range(0, len(want_m), _CHUNK):
+                for eid, m in c.execute(metrics_q, {"ids": want_m[i:i + _CHUNK]}).all():
+                    metrics[eid] = _metrics_of(m)
         for r, f in zip(rows, feats, strict=True):
             prog = Program(id=r[2], run_id=r[3], code=codes.get(r[2], ""), code_hash=r[5],
                            generation=r[6], island=r[7], operator=r[8], policy_version=r[9],
                            created_at=r[10], parent_ids=tuple(parents.get(r[2], ())))
             status, error = known_status(r[11], None)
-            yield r[1], prog, EvalResult(status=status, score=r[12], features=f, error=error)
+            yield r[1], prog, EvalResult(status=status, score=r[12], features=f, error=error,
+                                         metrics=metrics.get(r[0], {}))
         after = rows[-1][0]
     if seen == store.count_programs(run_id):
         return

@@ -37,19 +37,33 @@ def evaluate(program_path):
     return {"combined_score": float(mod.value()), "features": {"a": float(mod.A), "b": float(mod.B)}}
 '''
 
+# OpenEvolve's pattern: feature dimensions read from the evaluator's metrics, and the
+# `complexity` built-in (code length); `archive stats` must place these rows as the run did.
+EVALUATOR_METRICS = '''import importlib.util
+
+
+def evaluate(program_path):
+    spec = importlib.util.spec_from_file_location("cand", program_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {"combined_score": float(mod.value()), "a": float(mod.A)}
+'''
+
 ARCHIVES = {
+    "metrics_features": "{type: map_elites, feature_dimensions: [a, complexity], bins: 4}",
     "map_elites_running": "{type: map_elites, feature_dimensions: [a, code_length], bins: 4}",
     "islands": "{type: islands, n_islands: 2, migration_interval: 3, migration_fraction: 0.5, "
                "feature_dimensions: [a, b], bins: 3}",
 }
 
 
-@pytest.mark.parametrize(("name", "workers"), [("map_elites_running", 1), ("islands", 1), ("islands", 2)])
+@pytest.mark.parametrize(("name", "workers"), [("map_elites_running", 1), ("islands", 1), ("islands", 2),
+                                              ("metrics_features", 1)])
 def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str, workers: int) -> None:
     ex = tmp_path / "ex"
     ex.mkdir()
     (ex / "initial_program.py").write_text(SEED)
-    (ex / "evaluator.py").write_text(EVALUATOR)
+    (ex / "evaluator.py").write_text(EVALUATOR_METRICS if name == "metrics_features" else EVALUATOR)
     (ex / "config.yaml").write_text(
         f"run:\n  iterations: 24\n  seed: 3\n  workers: {workers}\narchive: {ARCHIVES[name]}\n"
         "selection: {type: dgm, center: median}\nmutation: {type: ast}\nsandbox: {type: local}\n"
@@ -81,3 +95,4 @@ def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str, workers: i
     got = json.loads(out.stdout)
     assert got["stats"]["best_program_id"] == arc.stats()["best_program_id"]
     assert got["evaluations"] == 25 and got["stats"]["size"] == arc.stats()["size"]
+    assert got["stats"]["qd_score"] == pytest.approx(arc.stats()["qd_score"])
