@@ -11,17 +11,8 @@ import math
 import numpy as np
 import pytest
 
-import qdevolve.rl.objectives.entropic  # noqa: F401  (registers it before the entry point is installed)
-from qdevolve import registry
 from qdevolve.rl import RolloutGroup
-
-TOL = 1e-9
-EPS = 1e-4  # TRL's std epsilon
-
-
-def make(name: str, **kwargs):
-    return registry.objective.create({"type": name, **kwargs})
-
+from tests.rl._objectives import make
 
 # -- entropic ---------------------------------------------------------------------------
 
