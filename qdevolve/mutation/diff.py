@@ -170,17 +170,23 @@ class DiffMutation(LLMMutation):
             if salvaged is None:
                 raise exc from None
             return salvaged
-        child, hows = apply_diff(parent.code, pairs)
-        if child == parent.code:
-            raise ParseError("the diff changes nothing")
-        if not edits_inside_blocks(parent.code, child):
-            raise ParseError("edit outside the EVOLVE-BLOCK markers: only code between "
-                             "EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change")
+        child, hows = _apply_checked(parent, pairs)
         meta: dict[str, Any] = {"edits": len(pairs), "match": hows}
         loosest = max(hows, key=_LOOSENESS.index)
         if loosest != "exact":
             meta["salvaged"] = loosest
         return child, meta
+
+
+def _apply_checked(parent: Program, pairs: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """``apply_diff`` on the parent, refused when it changes nothing or edits outside a block."""
+    child, hows = apply_diff(parent.code, pairs)
+    if child == parent.code:
+        raise ParseError("the diff changes nothing")
+    if not edits_inside_blocks(parent.code, child):
+        raise ParseError("edit outside the EVOLVE-BLOCK markers: only code between "
+                         "EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change")
+    return child, hows
 
 
 def salvage_unified(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
@@ -192,12 +198,7 @@ def salvage_unified(reply: str, parent: Program) -> tuple[str, dict[str, Any]] |
     pairs = unified_pairs(reply)
     if not pairs:
         return None
-    child, hows = apply_diff(parent.code, pairs)
-    if child == parent.code:
-        raise ParseError("the diff changes nothing")
-    if not edits_inside_blocks(parent.code, child):
-        raise ParseError("edit outside the EVOLVE-BLOCK markers: only code between "
-                         "EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change")
+    child, hows = _apply_checked(parent, pairs)
     return child, {"edits": len(pairs), "match": hows, "salvaged": "unified_diff"}
 
 

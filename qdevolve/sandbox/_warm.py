@@ -43,6 +43,16 @@ class WarmPath:
 
     warm = False
 
+    def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
+        """As the process backend's ``evaluate`` (next in the MRO); with ``warm`` a fork of the worker's template."""
+        if not self.warm:
+            return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
+        return self._evaluate_warm(program, evaluator, limits, cascade_thresholds)
+
+    def close(self) -> None:
+        self._close_warm()
+        super().close()
+
     def _init_warm(self, warm: bool) -> None:
         self.warm = warm
         self._zygotes: dict[tuple[int, bool], Zygote] = {}

@@ -109,16 +109,6 @@ class BwrapSandbox(WarmPath, ProcessSandbox):
         return {"evaluator": inner, "work": f"{SANDBOX_ROOT}/work", "home_work": False,
                 "rebind": [p for p in self._ro if p == "/tmp" or p.startswith("/tmp/")]}
 
-    def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
-        """As :meth:`ProcessSandbox.evaluate`; with ``warm`` a fork of the worker's template."""
-        if not self.warm:
-            return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
-        return self._evaluate_warm(program, evaluator, limits, cascade_thresholds)
-
-    def close(self) -> None:
-        self._close_warm()
-        super().close()
-
     def _ro_paths(self) -> list[str]:
         return library_paths(self.python, self.sys_path)
 

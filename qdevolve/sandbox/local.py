@@ -106,16 +106,6 @@ class LocalSandbox(WarmPath, ProcessSandbox):
         return {"evaluator": None if evaluator is None else str(evaluator),
                 "rebind": [str(self.staging.eval_dir)], "work": "/tmp/qdevolve-work", "home_work": True}
 
-    def evaluate(self, program, evaluator=None, limits=None, *, cascade_thresholds=None):
-        """As :meth:`ProcessSandbox.evaluate`; with ``warm`` a fork of the worker's template."""
-        if not self.warm:
-            return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
-        return self._evaluate_warm(program, evaluator, limits, cascade_thresholds)
-
-    def close(self) -> None:
-        self._close_warm()
-        super().close()
-
     def _shell_style(self) -> bool:
         return self.as_root or self.userns
 
