@@ -39,7 +39,8 @@ from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import WorkerLost
 from qdevolve.evolve.executors.local import make_sandbox
-from qdevolve.evolve.hooks import ChildObserver, DeadlineAware, StatefulBackend, fixed_code_checked
+from qdevolve.evolve.hooks import (ChildObserver, DeadlineAware, DuplicateRewarding, StatefulBackend,
+                                  fixed_code_checked)
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
@@ -207,9 +208,32 @@ class Evolution:
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
         self.budget.observe_candidates(cands)
         cands = [fixed_code_checked(plan.parent, c) for c in cands]
-        kept = [c for c in self.breeder.children(plan, cands) if self._admit(c)]
+        kept = []
+        for c in self.breeder.children(plan, cands):
+            if self._admit(c):
+                kept.append(c)
+            elif c.rollout is not None:
+                plan.duplicates.append(c)
         self.ledger.reserved -= plan.n - len(kept)
         return kept
+
+    def tell_duplicates(self, plan: ChildPlan) -> None:
+        """Store the rollout of each copy the plan's operator proposed (not evaluated, not
+        stored as a program) with the reward a :class:`DuplicateRewarding` listener gives it;
+        the rollout points at the stored program it copies. Without such a listener, or when
+        the copied program is not stored yet (in flight in another job), nothing is written."""
+        if not isinstance(self.listener, DuplicateRewarding):
+            return
+        for child in plan.duplicates:
+            original_id = self.store.find_code_hash(self.run_id, child.program.code_hash)
+            if original_id is None or child.rollout is None:
+                continue
+            original, result = self.cache.get(original_id)
+            r = self.listener.duplicate_reward(child.program, original, result)
+            ro = child.rollout
+            ro.program_id, ro.reward, ro.reward_vector, ro.cluster_key = original_id, r.reward, r.vector, r.cluster_key
+            ro.metadata = {**ro.metadata, "duplicate_of": original_id}
+            self.store.write(run_id=self.run_id, rollouts=[ro])
 
     def _admit(self, child: Child) -> bool:
         """False for a duplicate (or non-novel) child: not stored, not counted."""
@@ -246,6 +270,9 @@ class Evolution:
     async def after_job(self, children: list[Child]) -> None:
         if self.listener is not None:
             await self.listener.after_job([c.program for c in children])
+            reason = getattr(self.listener, "stop_reason", None)  # e.g. its sample budget is spent
+            if reason:
+                self.ledger.stop(str(reason))
 
     # -- tell -------------------------------------------------------------------------------
     def tell(self, program: Program, result: EvalResult, *, child: Child | None = None,

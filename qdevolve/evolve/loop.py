@@ -22,6 +22,7 @@ __all__ = ["drive"]
 async def _job(engine: Any, plan: Any) -> None:
     children = await engine.breed(plan)
     await asyncio.gather(*(engine.evaluate(c) for c in children))
+    engine.tell_duplicates(plan)  # after the siblings they may copy are stored
     await engine.after_job(children)
 
 
