@@ -164,6 +164,10 @@ class JoinedListener:
         config: The run config; its ``train`` section is read as :class:`TrainSettings`.
     """
 
+    samples = 0  # rollouts rewarded this session, copies included (train.max_samples)
+    stop_reason: str | None = None  # set once train.max_samples is reached; the engine stops the run
+    es: Any = None  # a GroupES when the objective is 'es'
+
     def __init__(self, store: LineageStore, run_id: str, config: RunConfig) -> None:
         from qdevolve.evolve.training_groups import GroupCollector
 
