@@ -26,15 +26,18 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "expr_evolution"
 
 
-def _policy(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small edit policy, pre-trained briefly in the module's own cache (shared by its tests)."""
     from qdevolve.rl.tiny import tiny_policy_dir
 
-    return tiny_policy_dir("expr_edit", tmp_path / "cache", sft_steps=40, batch_size=32, n_embd=32, n_positions=64)
+    return tiny_policy_dir("expr_edit", tmp_path_factory.mktemp("cache"), sft_steps=40, batch_size=32, n_embd=32,
+                           n_positions=64)
 
 
-def _run(tmp_path: Path, name: str, iterations: int, **train: object) -> Path:
+def _run(tmp_path: Path, policy: Path, name: str, iterations: int, **train: object) -> Path:
     config = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
-    config["train"].update(policy=str(_policy(tmp_path)), **train)
+    config["train"].update(policy=str(policy), **train)
     config["run"].update(workers=1, max_duplicate_streak=10**6)
     cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -47,10 +50,11 @@ def _run(tmp_path: Path, name: str, iterations: int, **train: object) -> Path:
 
 
 @pytest.mark.slow
-def test_joined_rollouts_show_the_parent_in_every_prompt_and_copies_are_trained_on(tmp_path: Path) -> None:
+def test_joined_rollouts_show_the_parent_in_every_prompt_and_copies_are_trained_on(tmp_path: Path,
+                                                                                    policy: Path) -> None:
     from qdevolve.db import open_store
 
-    db = _run(tmp_path, "grpo", 1000, every=16, objective={"type": "grpo"}, max_samples=96,
+    db = _run(tmp_path, policy, "grpo", 1000, every=16, objective={"type": "grpo"}, max_samples=96,
               shaping={"lazy": -0.3, "duplicate": -0.2})
     store = open_store(db)
     run_id = store.latest_run_id()
@@ -75,7 +79,7 @@ def test_joined_rollouts_show_the_parent_in_every_prompt_and_copies_are_trained_
         assert re.search(r'EXPR = "(.*)"', original.code).group(1).replace(" ", "") == child_expr.replace(" ", "")
         lazy = ro.metadata["parent_ids"][0] == original.id
         assert ro.reward == (-0.3 if lazy else -0.2), (ro.reward, lazy)
-    n_programs = len([p for _, p in store.iter_programs(run_id) if p.operator == "policy"])
+    n_programs = len([p for _, p, _ in store.iter_programs(run_id) if p.operator == "policy"])
     assert n_programs + len(copies) == len(rollouts), "a rollout per sample: stored children plus copies"
     # the trainer's groups hold the copies: every group of 8 samples is whole in the store
     sizes = {}
@@ -86,8 +90,8 @@ def test_joined_rollouts_show_the_parent_in_every_prompt_and_copies_are_trained_
 
 
 @pytest.mark.slow
-def test_es_in_the_joined_loop_one_group_per_member(tmp_path: Path) -> None:
-    db = _run(tmp_path, "es", 1000, objective={"type": "es", "population": 2, "sigma": 0.01, "alpha": 0.01},
+def test_es_in_the_joined_loop_one_group_per_member(tmp_path: Path, policy: Path) -> None:
+    db = _run(tmp_path, policy, "es", 1000, objective={"type": "es", "population": 2, "sigma": 0.01, "alpha": 0.01},
               max_samples=64)
     con = sqlite3.connect(db)
     rows = con.execute("SELECT version, objective, metrics FROM policy_versions ORDER BY version").fetchall()
