@@ -4,32 +4,34 @@ mutation policy change how many *differently shaped* correct programs the archiv
 The policy is the ``policy`` operator over the tiny ``expr_edit`` model (pre-trained on
 parent -> child edit pairs, cached under ``~/.cache/qdevolve/tiny``): every prompt holds the
 parent's expression and its pass bits, and 8 children of the same parent form one RL group.
-Every arm spends the same budget of evaluated children (compute-matched: the frozen base
-samples as many children as the trained arms), a trainer step every ``--every`` evaluations
-at learning rate ``--lr``, the same seeds and the same base per seed. Arms: the frozen base
-(no trainer step) and one arm per objective (``grpo``, ``ips``, ``rare``, ``vpo``,
-``passk``, ``es``, ``entropic``); an arm the joined loop cannot run on this install (``es`` is
-a parameter-space method the loop refuses; ``entropic`` until its plugin is registered) is
-reported as skipped with the reason.
+Compute-matched: every arm draws the same number of policy samples (``--samples``, enforced by
+``train.max_samples``; the frozen base samples as many as the trained arms), copies of stored
+programs included: a copy is not evaluated again but its rollout is rewarded (the copied
+program's reward, then ThetaEvolve's -0.3 for a lazy or duplicate child) and trained on.
+Evaluations per arm therefore differ and are reported. A trainer step every ``--every``
+evaluations at learning rate ``--lr``; ES updates once per population of 8 groups (64
+samples). Rewards: binary correctness for the counting objectives (IPS, Rare, pass@k), the
+score (fraction of the five tests) for the others. Rare clusters by the child's own feature
+cell (a strategy key, admitted or not). Arms: the frozen base (no trainer step), ``grpo``,
+``ips``, ``rare``, ``vpo``, ``passk``, ``es``, ``entropic``.
 
 Each run goes through the ``qdevolve run`` command (called in ``--jobs`` worker processes, so
 torch is imported once per worker), the real engine, store, backend and trainer. Evaluation
 uses the example's own scoring functions in-process (the ``expr_inprocess`` sandbox
-registered by this file): the child's ``EXPR`` string is read from
-its code with a regular expression and walked by the evaluator's AST whitelist, never executed.
-It replaces the subprocess sandbox only to fit the budget (``--sandbox local`` runs the
-example's evaluator in the real sandbox instead, about 10x slower).
+registered by this file): the child's ``EXPR`` string is read from its code with a regular
+expression and walked by the evaluator's AST whitelist, never executed. It replaces the
+subprocess sandbox only to fit the budget (``--sandbox local`` runs the example's evaluator in
+the real sandbox instead, about 10x slower).
 
 Measured per run, against evaluations (replayed from the lineage database): the mean score of
 the top 50 programs (EvoTune's measure), archive cells holding a correct program, distinct
 correct programs (normalised expression text) and semantic classes (outputs on x = -4..11),
-best score; pass@1 of each policy version (the share of its samples that were correct);
-trainer step seconds and evaluations per second. Also a check of the base as a mutation
-operator: for fixed parents, the share of valid children, of children equal to the parent,
-and how much the proposal distribution moves with the parent.
+best score; samples, evaluations and copies; pass@1 of each policy version (the share of its
+samples, copies included, whose program is correct); trainer step seconds, evaluations per
+second, CPU seconds and load. Tables: ``benchmarks/joined_report.py``.
 
-    python benchmarks/bench_joined.py                                  # default budget
-    python benchmarks/bench_joined.py --budget 2000 --seeds 0,1,2,3,4  # the full table
+    python benchmarks/bench_joined.py                                   # default: 3,200 samples, 5 seeds
+    python benchmarks/bench_joined.py --seeds 0 --out s0.md             # one seed; then --merge s0.json,s1.json,...
 """
 
 from __future__ import annotations

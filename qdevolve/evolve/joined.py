@@ -19,7 +19,12 @@ than ``ok`` earns ``invalid_reward``, default 0):
 Then the optional shaping (``train.shaping``, :mod:`qdevolve.rl.shaping`, off by default):
 ``reward = shaping(reward, child_kind(...))`` with the child's code (``None`` for a failed
 mutation), its parents' code, the code hashes stored before it and its status, so a lazy,
-duplicate or failed child earns its configured reward in place of the base one.
+duplicate or failed child earns its configured reward in place of the base one. A copy of its
+parent or of a stored program is not evaluated again, but its rollout is stored and rewarded
+(:meth:`JoinedListener.duplicate_reward`: the copied program's reward, then the shaping) and
+trained on with its group. ``max_samples`` stops the run once that many rollouts (copies
+included) are rewarded. The ``es`` objective trains by :class:`~qdevolve.rl.es.GroupES`: one
+perturbed policy per group, an update per population.
 
 The per-test vector (or ``[reward]``) is the reward vector (VPO). Cluster keys
 (``train.cluster``) come from a ``cluster`` plugin, computed whether or not the archive
