@@ -74,7 +74,10 @@ ARMS: dict[str, tuple[dict[str, Any] | None, str, dict[str, Any] | None]] = {
     "es": ({"type": "es", "population": 8, "sigma": 0.01, "alpha": 0.003}, "score", None),
     "entropic": ({"type": "entropic"}, "score", None),
 }
-SHAPING = {"lazy": -0.3, "duplicate": -0.3}  # ThetaEvolve's reward for a lazy child, for copies of any kind
+# ThetaEvolve's graded rewards: a lazy child -0.3 (here for copies of any stored program too),
+# a validation failure (text that is not a DSL expression) -0.1, no program at all -0.4. Without
+# the 'invalid' penalty a policy pushed off copies drifts to unique garbage (score 0 > -0.3).
+SHAPING = {"lazy": -0.3, "duplicate": -0.3, "invalid": -0.1, "no_program": -0.4}
 _EXPR = re.compile(r'EXPR = "([^"\n]*)"')
 _EVALUATOR = None
 
@@ -121,9 +124,8 @@ class ExprInProcessSandbox:
         got = outputs(text, tuple(visible))
         feats = {"length": float(min(len(text), ev.MAX_LEN)),
                  "multiplications": 0.0 if got is None else float(text.count("*"))}
-        if got is None:
-            return EvalResult(score=0.0, tests=[0.0] * len(visible), features=feats,
-                              artifacts={"error": f"{text!r} is not a DSL expression"})
+        if got is None:  # not an expression of the DSL: invalid, as a validation failure (shaped below)
+            return EvalResult(status="invalid", error=f"{text!r} is not a DSL expression", features=feats)
         tests = [1.0 if g == y else 0.0 for g, (_, y) in zip(got, ev.VISIBLE, strict=True)]
         return EvalResult(score=sum(tests) / len(tests), tests=tests, features=feats,
                           artifacts={"expression": text})
