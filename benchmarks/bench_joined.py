@@ -148,6 +148,8 @@ def run_config(arm: str, args: argparse.Namespace, policy_dir: Path) -> dict[str
                  shaping=None if args.no_shaping else dict(SHAPING))
     if cluster is not None:
         train["cluster"] = cluster
+    if objective is not None and objective["type"] == "passk":
+        train["shaping"] = None  # pass@k's estimator takes rewards of exactly 0 or 1: copies keep the copied reward
     return config
 
 
