@@ -55,7 +55,7 @@ from qdevolve import registry
 from qdevolve.types import EvalResult, Program
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from joined_report import DIVERSITY_ARMS, render  # noqa: E402  (the tables, benchmarks/joined_report.py)
+from joined_report import render  # noqa: E402  (the tables, benchmarks/joined_report.py)
 from joined_report import uptime as _uptime  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,8 +39,13 @@ from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import WorkerLost
 from qdevolve.evolve.executors.local import make_sandbox
-from qdevolve.evolve.hooks import (ChildObserver, DeadlineAware, DuplicateRewarding, StatefulBackend,
-                                  fixed_code_checked)
+from qdevolve.evolve.hooks import (
+    ChildObserver,
+    DeadlineAware,
+    DuplicateRewarding,
+    StatefulBackend,
+    fixed_code_checked,
+)
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
