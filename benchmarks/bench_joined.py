@@ -434,7 +434,9 @@ def merge(paths: list[Path], out: Path) -> None:
     reports = [json.loads(p.read_text()) for p in paths]
     report = dict(reports[0])
     report["runs"] = [r for rep in reports for r in rep["runs"]]
-    report["seeds"] = [s for rep in reports for s in rep["seeds"]]
+    report["seeds"] = list(dict.fromkeys(s for rep in reports for s in rep["seeds"]))
+    report["runs"] = [r for r in report["runs"] if "error" not in r or not any(  # a failed run that was rerun
+        o["arm"] == r["arm"] and o["seed"] == r["seed"] and "error" not in o for o in report["runs"])]
     report["wall_s"] = sum(rep["wall_s"] for rep in reports)
     report["cpu_s"] = sum(rep.get("cpu_s", 0.0) for rep in reports)
     report["base_build_s"] = sum(rep["base_build_s"] for rep in reports)
