@@ -30,7 +30,7 @@ best score; samples, evaluations and copies; pass@1 of each policy version (the 
 samples, copies included, whose program is correct); trainer step seconds, evaluations per
 second, CPU seconds and load. Tables: ``benchmarks/joined_report.py``.
 
-    python benchmarks/bench_joined.py                                   # default: 3,200 samples, 5 seeds
+    python benchmarks/bench_joined.py --bases shared                    # the BENCHMARKS.md table: 2,400 samples, 5 seeds
     python benchmarks/bench_joined.py --seeds 0 --out s0.md             # one seed; then --merge s0.json,s1.json,...
 """
 
@@ -356,9 +356,9 @@ def available(arm: str) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=3200,
+    ap.add_argument("--samples", type=int, default=2400,
                     help="policy samples per run, copies included (every arm the same: compute-matched)")
-    ap.add_argument("--checkpoints", default="500,1000,1500,2000", help="evaluation counts the curves are read at")
+    ap.add_argument("--checkpoints", default="400,800,1200,1600", help="evaluation counts the curves are read at")
     ap.add_argument("--no-shaping", action="store_true", help="no lazy/duplicate penalty (copies keep their reward)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--every", type=int, default=64, help="trainer step every N evaluations")

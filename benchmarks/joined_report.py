@@ -38,7 +38,8 @@ def render(report: dict[str, Any]) -> str:
     for r in ok:
         by_arm.setdefault(r["arm"], []).append(r)
     seeds = ",".join(str(s) for s in report["seeds"])
-    cmd = (f"python benchmarks/bench_joined.py --samples {args['samples']} --seeds {seeds} --every {args['every']} "
+    cmd = (f"python benchmarks/bench_joined.py --samples {args['samples']} --checkpoints {args['checkpoints']} "
+           f"--seeds {seeds} --every {args['every']} "
            f"--lr {args['lr']} --group {args['group']} --bases {args['bases']} --jobs {args['jobs']}"
            + (" --no-shaping" if args.get("no_shaping") else "")
            + ("" if args.get("reward") is None else f" --reward {args['reward']}"))
