@@ -4,32 +4,34 @@ mutation policy change how many *differently shaped* correct programs the archiv
 The policy is the ``policy`` operator over the tiny ``expr_edit`` model (pre-trained on
 parent -> child edit pairs, cached under ``~/.cache/qdevolve/tiny``): every prompt holds the
 parent's expression and its pass bits, and 8 children of the same parent form one RL group.
-Every arm spends the same budget of evaluated children (compute-matched: the frozen base
-samples as many children as the trained arms), a trainer step every ``--every`` evaluations
-at learning rate ``--lr``, the same seeds and the same base per seed. Arms: the frozen base
-(no trainer step) and one arm per objective (``grpo``, ``ips``, ``rare``, ``vpo``,
-``passk``, ``es``, ``entropic``); an arm the joined loop cannot run on this install (``es`` is
-a parameter-space method the loop refuses; ``entropic`` until its plugin is registered) is
-reported as skipped with the reason.
+Compute-matched: every arm draws the same number of policy samples (``--samples``, enforced by
+``train.max_samples``; the frozen base samples as many as the trained arms), copies of stored
+programs included: a copy is not evaluated again but its rollout is rewarded (the copied
+program's reward, then ThetaEvolve's -0.3 for a lazy or duplicate child) and trained on.
+Evaluations per arm therefore differ and are reported. A trainer step every ``--every``
+evaluations at learning rate ``--lr``; ES updates once per population of 8 groups (64
+samples). Rewards: binary correctness for the counting objectives (IPS, Rare, pass@k), the
+score (fraction of the five tests) for the others. Rare clusters by the child's own feature
+cell (a strategy key, admitted or not). Arms: the frozen base (no trainer step), ``grpo``,
+``ips``, ``rare``, ``vpo``, ``passk``, ``es``, ``entropic``.
 
 Each run goes through the ``qdevolve run`` command (called in ``--jobs`` worker processes, so
 torch is imported once per worker), the real engine, store, backend and trainer. Evaluation
 uses the example's own scoring functions in-process (the ``expr_inprocess`` sandbox
-registered by this file): the child's ``EXPR`` string is read from
-its code with a regular expression and walked by the evaluator's AST whitelist, never executed.
-It replaces the subprocess sandbox only to fit the budget (``--sandbox local`` runs the
-example's evaluator in the real sandbox instead, about 10x slower).
+registered by this file): the child's ``EXPR`` string is read from its code with a regular
+expression and walked by the evaluator's AST whitelist, never executed. It replaces the
+subprocess sandbox only to fit the budget (``--sandbox local`` runs the example's evaluator in
+the real sandbox instead, about 10x slower).
 
 Measured per run, against evaluations (replayed from the lineage database): the mean score of
 the top 50 programs (EvoTune's measure), archive cells holding a correct program, distinct
 correct programs (normalised expression text) and semantic classes (outputs on x = -4..11),
-best score; pass@1 of each policy version (the share of its samples that were correct);
-trainer step seconds and evaluations per second. Also a check of the base as a mutation
-operator: for fixed parents, the share of valid children, of children equal to the parent,
-and how much the proposal distribution moves with the parent.
+best score; samples, evaluations and copies; pass@1 of each policy version (the share of its
+samples, copies included, whose program is correct); trainer step seconds, evaluations per
+second, CPU seconds and load. Tables: ``benchmarks/joined_report.py``.
 
-    python benchmarks/bench_joined.py                                  # default budget
-    python benchmarks/bench_joined.py --budget 2000 --seeds 0,1,2,3,4  # the full table
+    python benchmarks/bench_joined.py --bases shared                    # the BENCHMARKS.md table: 2,400 samples, 5 seeds
+    python benchmarks/bench_joined.py --seeds 0 --out s0.md             # one seed; then --merge s0.json,s1.json,...
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import re
 import statistics
@@ -53,21 +54,30 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.types import EvalResult, Program
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from joined_report import render  # noqa: E402  (the tables, benchmarks/joined_report.py)
+from joined_report import uptime as _uptime  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "expr_evolution"
 RESULTS = ROOT / "benchmarks" / "results"
 PROBES = tuple(range(-4, 12))
-ARMS: dict[str, dict[str, Any] | None] = {
-    "frozen base": None,
-    "grpo": {"type": "grpo"},
-    "ips": {"type": "ips"},
-    "rare": {"type": "rare", "alpha": 1.0},
-    "vpo": {"type": "vpo", "m": 1},
-    "passk": {"type": "passk", "k": 4},
-    "es": {"type": "es"},
-    "entropic": {"type": "entropic"},
+# arm -> (objective or None for the frozen base, train.reward, cluster). Counting objectives
+# (IPS, Rare, pass@k) get binary correctness; the others the score (fraction of tests passed).
+ARMS: dict[str, tuple[dict[str, Any] | None, str, dict[str, Any] | None]] = {
+    "frozen base": (None, "score", None),
+    "grpo": ({"type": "grpo"}, "score", None),
+    "ips": ({"type": "ips"}, "binary", None),
+    "rare": ({"type": "rare", "alpha": 1.0}, "binary", {"type": "feature_cell"}),
+    "vpo": ({"type": "vpo", "m": 1}, "score", None),
+    "passk": ({"type": "passk", "k": 4}, "binary", None),
+    "es": ({"type": "es", "population": 8, "sigma": 0.01, "alpha": 0.003}, "score", None),
+    "entropic": ({"type": "entropic"}, "score", None),
 }
-DIVERSITY_ARMS = ("ips", "rare")
+# ThetaEvolve's graded rewards: a lazy child -0.3 (here for copies of any stored program too),
+# a validation failure (text that is not a DSL expression) -0.1, no program at all -0.4. Without
+# the 'invalid' penalty a policy pushed off copies drifts to unique garbage (score 0 > -0.3).
+SHAPING = {"lazy": -0.3, "duplicate": -0.3, "invalid": -0.1, "no_program": -0.4}
 _EXPR = re.compile(r'EXPR = "([^"\n]*)"')
 _EVALUATOR = None
 
@@ -114,9 +124,8 @@ class ExprInProcessSandbox:
         got = outputs(text, tuple(visible))
         feats = {"length": float(min(len(text), ev.MAX_LEN)),
                  "multiplications": 0.0 if got is None else float(text.count("*"))}
-        if got is None:
-            return EvalResult(score=0.0, tests=[0.0] * len(visible), features=feats,
-                              artifacts={"error": f"{text!r} is not a DSL expression"})
+        if got is None:  # not an expression of the DSL: invalid, as a validation failure (shaped below)
+            return EvalResult(status="invalid", error=f"{text!r} is not a DSL expression", features=feats)
         tests = [1.0 if g == y else 0.0 for g, (_, y) in zip(got, ev.VISIBLE, strict=True)]
         return EvalResult(score=sum(tests) / len(tests), tests=tests, features=feats,
                           artifacts={"expression": text})
@@ -130,12 +139,17 @@ def run_config(arm: str, args: argparse.Namespace, policy_dir: Path) -> dict[str
     import yaml
 
     config = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
-    config["run"].update(workers=1, children_per_parent=args.group)
+    config["run"].update(workers=1, children_per_parent=args.group, max_duplicate_streak=10**9)
     train = config["train"]
-    objective = ARMS[arm]
+    objective, reward, cluster = ARMS[arm]
     train.update(policy=str(policy_dir), every=10**9 if objective is None else args.every,
                  objective=dict(objective or {"type": "grpo"}), trainer={"learning_rate": args.lr},
-                 reward=args.reward)
+                 reward=args.reward or reward, max_samples=args.samples,
+                 shaping=None if args.no_shaping else dict(SHAPING))
+    if cluster is not None:
+        train["cluster"] = cluster
+    if objective is not None and objective["type"] == "passk":
+        train["shaping"] = None  # pass@k's estimator takes rewards of exactly 0 or 1: copies keep the copied reward
     return config
 
 
@@ -146,9 +160,9 @@ def plan_run(arm: str, seed: int, args: argparse.Namespace, policy_dir: Path, tm
     name = f"{arm.replace(' ', '_')}-{seed}"
     cfg_path, db = tmp / f"{name}.yaml", tmp / f"{name}.sqlite"
     cfg_path.write_text(yaml.safe_dump(run_config(arm, args, policy_dir)))
-    argv = [str(EXAMPLE), "--config", str(cfg_path), "--db", str(db), "--iterations", str(args.budget),
+    argv = [str(EXAMPLE), "--config", str(cfg_path), "--db", str(db), "--iterations", str(args.samples),
             "--seed", str(seed), "--sandbox", args.sandbox, "--no-progress"]
-    return {"arm": arm, "seed": seed, "db": str(db), "argv": argv, "budget": args.budget}
+    return {"arm": arm, "seed": seed, "db": str(db), "argv": argv, "budget": args.checkpoints}
 
 
 def worker(plans: list[dict[str, Any]]) -> None:
@@ -196,7 +210,7 @@ def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
                 runs.append({"arm": done["arm"], "seed": done["seed"], "error": done["error"]})
                 print(f"{done['arm']:12s} seed {done['seed']}: FAILED {done['error']}", flush=True)
                 continue
-            r = measure(Path(plan["db"]), plan["budget"])
+            r = measure(Path(plan["db"]), [int(c) for c in plan["budget"].split(",")])
             r.update(arm=done["arm"], seed=done["seed"], wall_s=done["wall_s"])
             runs.append(r)
             c = r["curves"]
@@ -217,14 +231,13 @@ def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda r: order[(r["arm"], r["seed"])])
 
 
-def measure(db: Path, budget: int) -> dict[str, Any]:
-    """Replay the run's archive from the store; sample the curves at the checkpoints."""
+def measure(db: Path, checkpoints: list[int]) -> dict[str, Any]:
+    """Replay the run's archive from the store; sample the curves at the evaluation checkpoints."""
     from qdevolve.db import open_store
 
     store = open_store(db)
     run_id = store.latest_run_id()
     archive = registry.archive.create(store.get_run(run_id)["config"]["archive"])
-    checkpoints = [round(budget * f) for f in (0.25, 0.5, 0.75, 1.0)]
     curves: dict[str, list[float]] = {k: [] for k in ("top50", "correct_cells", "distinct_correct",
                                                       "semantic_classes", "best")}
     scores: list[float] = []
@@ -248,7 +261,7 @@ def measure(db: Path, budget: int) -> dict[str, Any]:
                 classes.add(sem)
         if n in checkpoints:
             _snapshot(curves, archive, scores, correct_ids, correct, classes)
-    while len(curves["top50"]) < len(checkpoints):  # stopped early: its final archive stands
+    while len(curves["top50"]) < len(checkpoints):  # fewer evaluations (more copies): its final archive stands
         _snapshot(curves, archive, scores, correct_ids, correct, classes)
     # pass@1 per policy version: the share of that version's samples whose child was correct
     per_version: dict[int, list[float]] = {}
@@ -268,11 +281,14 @@ def measure(db: Path, budget: int) -> dict[str, Any]:
         "any_correct": statistics.fmean(
             float(any(r.program_id in correct_ids for r in g)) for g in groups.values()) if groups else 0.0,
     }
+    samples = sum(len(g) for g in groups.values())
+    copies = sum(1 for g in groups.values() for r in g if (r.metadata or {}).get("duplicate_of"))
     versions = store.policy_versions(run_id)
     steps = [float(v["metrics"].get("step_seconds")) for v in versions
              if isinstance(v.get("metrics"), dict) and v["metrics"].get("step_seconds") is not None]
     store.close()
-    return {"checkpoints": checkpoints, "curves": curves, "evaluations": n,
+    return {"checkpoints": checkpoints, "curves": curves, "evaluations": n, "samples": samples, "copies": copies,
+            "trainer_steps": max(0, len(versions) - 1),
             "pass1": {str(v): statistics.fmean(xs) for v, xs in sorted(per_version.items())},
             "step_seconds": steps, "diagnostics": diagnostics}
 
@@ -326,40 +342,31 @@ def operator_check(policy_dir: Path, samples: int = 64) -> dict[str, Any]:
 
 
 # -- main -----------------------------------------------------------------------------------
-def available(arm: str, reward: str = "score") -> str | None:
+def available(arm: str) -> str | None:
     """``None`` when the joined loop can run ``arm`` here, else the reason it cannot."""
-    obj = ARMS[arm]
+    obj = ARMS[arm][0]
     if obj is None:
         return None
-    if obj["type"] == "es":
-        return "the joined loop refuses 'es' (a parameter-space method; TrainSettings rejects it)"
     try:
         registry.objective.get(obj["type"])
     except Exception as exc:  # noqa: BLE001 - any lookup failure means "not on this install"
         return f"objective '{obj['type']}' is not registered here ({type(exc).__name__})"
-    if obj["type"] == "passk" and reward != "binary":
-        return (f"'passk' needs binary rewards; the arms share one reward (--reward {reward}; this joined loop "
-                f"offers train.reward: {', '.join(_joined_rewards())})")
     return None
-
-
-def _joined_rewards() -> tuple[str, ...]:
-    try:
-        from qdevolve.evolve.joined import REWARDS
-    except ImportError:
-        return ()
-    return tuple(REWARDS)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=int, default=2000, help="evaluated children per run")
+    ap.add_argument("--samples", type=int, default=2400,
+                    help="policy samples per run, copies included (every arm the same: compute-matched)")
+    ap.add_argument("--checkpoints", default="400,800,1200,1600", help="evaluation counts the curves are read at")
+    ap.add_argument("--no-shaping", action="store_true", help="no lazy/duplicate penalty (copies keep their reward)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--every", type=int, default=64, help="trainer step every N evaluations")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--group", type=int, default=8, help="children per parent prompt (the RL group)")
     ap.add_argument("--arms", default=",".join(ARMS))
-    ap.add_argument("--reward", default="score", help="train.reward of every arm (score, tests, binary where offered)")
+    ap.add_argument("--reward", default=None, help="one train.reward for every arm (default: binary for the "
+                    "counting objectives ips/rare/passk, score for the others)")
     ap.add_argument("--bases", choices=("per-seed", "shared"), default="per-seed",
                     help="one pre-trained base per seed (cached), or seed 0's base for every seed")
     ap.add_argument("--sft-steps", type=int, default=None,
@@ -369,18 +376,24 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS / "joined.md"))
     ap.add_argument("--keep", default=None, help="keep the run databases in this directory")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--merge", default=None, help="render one table from these reports (a,b,...; e.g. one per seed)")
     args = ap.parse_args()
     if args.worker is not None:
         worker(json.loads(args.worker))
+        return
+    if args.merge:
+        merge([Path(p) for p in args.merge.split(",")], Path(args.out))
         return
     seeds = [int(s) for s in args.seeds.split(",")]
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise SystemExit(f"--arms: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
-    if args.reward not in _joined_rewards():
-        raise SystemExit(f"--reward {args.reward}: this joined loop offers {', '.join(_joined_rewards())}")
-    skipped = {a: why for a in arms if (why := available(a, args.reward)) is not None}
+    from qdevolve.evolve.joined import REWARDS
+
+    if args.reward is not None and args.reward not in REWARDS:
+        raise SystemExit(f"--reward {args.reward}: this joined loop offers {', '.join(REWARDS)}")
+    skipped = {a: why for a in arms if (why := available(a)) is not None}
     arms = [a for a in arms if a not in skipped]
 
     import torch
@@ -398,118 +411,48 @@ def main() -> None:
     for row in check["rows"]:
         print(f"  parent {row['parent']:8s} valid {row['valid']:.2f} equal-parent {row['equal_parent']:.2f} "
               f"correct {row['correct']:.2f} distinct {row['distinct']}", flush=True)
-    t0 = time.time()
+    t0, cpu0, load0 = time.time(), _children_cpu(), os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         where = Path(args.keep) if args.keep else Path(d)
         where.mkdir(parents=True, exist_ok=True)
         plans = [plan_run(arm, seed, args, bases[seed], where) for seed in seeds for arm in arms]
         runs = run_all(plans, max(1, args.jobs))
-    total = time.time() - t0
+    total, cpu = time.time() - t0, _children_cpu() - cpu0
     report = {"args": vars(args), "seeds": seeds, "arms": arms, "skipped": skipped, "runs": runs,
-              "operator_check": check, "wall_s": total, "base_build_s": build_s, "uptime": _uptime(),
+              "operator_check": check, "wall_s": total, "cpu_s": cpu,
+              "load_start": list(load0), "load_end": list(os.getloadavg()), "base_build_s": build_s, "uptime": _uptime(),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1))
     Path(args.out).write_text(render(report))
     print(render(report))
+
     print(f"wrote {args.out} and {Path(args.out).with_suffix('.json')}")
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "n/a"
+def merge(paths: list[Path], out: Path) -> None:
+    """One report from several (the runs of each; wall and CPU seconds summed; first and last load)."""
+    reports = [json.loads(p.read_text()) for p in paths]
+    report = dict(reports[0])
+    report["runs"] = [r for rep in reports for r in rep["runs"]]
+    report["seeds"] = list(dict.fromkeys(s for rep in reports for s in rep["seeds"]))
+    report["runs"] = [r for r in report["runs"] if "error" not in r or not any(  # a failed run that was rerun
+        o["arm"] == r["arm"] and o["seed"] == r["seed"] and "error" not in o for o in report["runs"])]
+    report["wall_s"] = sum(rep["wall_s"] for rep in reports)
+    report["cpu_s"] = sum(rep.get("cpu_s", 0.0) for rep in reports)
+    report["base_build_s"] = sum(rep["base_build_s"] for rep in reports)
+    report["load_end"] = reports[-1].get("load_end", [])
+    report["date"] = f"{reports[0]['date']} to {reports[-1]['date']}"
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    out.write_text(render(report))
+    print(render(report))
 
 
-def _ms(values: list[float], digits: int = 1) -> str:
-    if not values:
-        return "n/a"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.{digits}f} ± {sd:.{digits}f}"
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished worker processes."""
+    import resource
 
-
-def render(report: dict[str, Any]) -> str:
-    """Markdown tables of a report (means ± standard deviation over seeds)."""
-    args = report["args"]
-    ok = [r for r in report["runs"] if "error" not in r]
-    for r in ok:  # a run stopped early (duplicate streak) keeps its final archive at later checkpoints
-        for key, values in r["curves"].items():
-            r["curves"][key] = values + [values[-1]] * (len(r["checkpoints"]) - len(values))
-    by_arm: dict[str, list[dict[str, Any]]] = {}
-    for r in ok:
-        by_arm.setdefault(r["arm"], []).append(r)
-    seeds = ",".join(str(s) for s in report["seeds"])
-    cmd = (f"python benchmarks/bench_joined.py --budget {args['budget']} --seeds {seeds} --every {args['every']} "
-           f"--lr {args['lr']} --group {args['group']} --reward {args.get('reward', 'score')} --bases {args['bases']} --sandbox {args['sandbox']}"
-           + ("" if args.get("sft_steps") is None else f" --sft-steps {args['sft_steps']}"))
-    lines = [f"Command: `{cmd}` ({report['date']}; `uptime` at the end: {report['uptime']}).", "",
-             f"Wall time {report['wall_s']:.0f} s for {len(ok)} runs (+{report['base_build_s']:.0f} s building "
-             "or loading the cached bases).", ""]
-    checkpoints = ok[0]["checkpoints"] if ok else []
-    head = ("arm", *[f"top-50 mean @{c}" for c in checkpoints])
-    lines += ["Mean score of the top 50 programs at fixed evaluation budgets (mean ± sd over seeds):", "",
-              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arm, rs in by_arm.items():
-        lines.append("| " + " | ".join([arm] + [_ms([r["curves"]["top50"][i] for r in rs], 3)
-                                                 for i in range(len(checkpoints))]) + " |")
-    head = ("arm", *[f"correct cells @{c}" for c in checkpoints], "distinct correct", "semantic classes", "best",
-            "pass@1 first → last version", "trainer steps", "evaluations done", "trainer step s", "evals/s")
-    lines += ["", "Archive cells holding a correct program against evaluations, and the end state:", "",
-              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arm, rs in by_arm.items():
-        first = [r["pass1"][min(r["pass1"], key=int)] for r in rs]
-        last = [r["pass1"][max(r["pass1"], key=int)] for r in rs]
-        steps = [s for r in rs for s in r["step_seconds"]]
-        cells = [_ms([r["curves"]["correct_cells"][i] for r in rs]) for i in range(len(checkpoints))]
-        lines.append("| " + " | ".join([
-            arm, *cells, _ms([r["curves"]["distinct_correct"][-1] for r in rs]),
-            _ms([r["curves"]["semantic_classes"][-1] for r in rs]), _ms([r["curves"]["best"][-1] for r in rs], 2),
-            f"{statistics.fmean(first):.3f} → {statistics.fmean(last):.3f}",
-            f"{statistics.fmean(len(r['step_seconds']) for r in rs):.0f}",
-            ", ".join(str(r["evaluations"]) for r in rs),
-            f"{statistics.fmean(steps):.2f}" if steps else "–",
-            f"{statistics.fmean(r['evaluations'] / r['wall_s'] for r in rs):.1f}"]) + " |")
-    for arm, why in report["skipped"].items():
-        lines.append(f"| {arm} | skipped: {why} |" + " |" * (len(head) - 2))
-    lines += ["", "Training signal per arm (means over runs): groups, mean stored children per group (copies of a "
-              "stored program are not stored), share of groups whose completion texts are all distinct (IPS counts "
-              "of 1: IPS = GRPO), share with no reward spread (zero advantage), share holding a correct child:", "",
-              "| arm | groups | children per group | all texts distinct | no reward spread | any correct |",
-              "|---|---|---|---|---|---|"]
-    for arm, rs in by_arm.items():
-        dg = [r["diagnostics"] for r in rs]
-        lines.append(f"| {arm} | {statistics.fmean(x['groups'] for x in dg):.0f} | "
-                     f"{statistics.fmean(x['mean_group_size'] for x in dg):.2f} | "
-                     f"{statistics.fmean(x['all_texts_distinct'] for x in dg):.2f} | "
-                     f"{statistics.fmean(x['no_reward_spread'] for x in dg):.2f} | "
-                     f"{statistics.fmean(x['any_correct'] for x in dg):.2f} |")
-    # the claim under test
-    lines += ["", "Claim under test: each diversity-preserving arm (" + ", ".join(DIVERSITY_ARMS) +
-              ") ends with >= 1.3x GRPO's correct cells and >= the frozen base's.", ""]
-
-    def final_cells(arm: str) -> float | None:
-        rs = by_arm.get(arm)
-        return statistics.fmean(r["curves"]["correct_cells"][-1] for r in rs) if rs else None
-
-    grpo, frozen = final_cells("grpo"), final_cells("frozen base")
-    for arm in DIVERSITY_ARMS:
-        v = final_cells(arm)
-        if v is None or grpo is None or frozen is None:
-            lines.append(f"* {arm}: not measured")
-            continue
-        held = v >= 1.3 * grpo and v >= frozen
-        ratio = v / grpo if grpo else math.inf
-        lines.append(f"* {arm}: {v:.1f} correct cells vs GRPO {grpo:.1f} ({ratio:.2f}x) and frozen base "
-                     f"{frozen:.1f}: {'holds' if held else 'FAILS'}")
-    check = report["operator_check"]
-    lines += ["", f"The base as a mutation operator ({64} samples per parent; mean total-variation distance "
-              f"between the child distributions of two parents: {check['mean_tv_between_parents']:.2f}):", "",
-              "| parent | valid | equal to parent | correct | distinct of 64 | most frequent children |",
-              "|---|---|---|---|---|---|"]
-    for row in check["rows"]:
-        lines.append(f"| `{row['parent']}` | {row['valid']:.2f} | {row['equal_parent']:.2f} | {row['correct']:.2f} "
-                     f"| {row['distinct']} | {row['top']} |")
-    return "\n".join(lines) + "\n"
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 if __name__ == "__main__":

@@ -194,13 +194,12 @@ def policy_actor(address: str, work: Path, n: int) -> list[tuple[str, str, str, 
     import uuid
 
     import ray
+    import torch
 
     from qdevolve.backends.base import GenerationRequest
     from qdevolve.backends.ray_policy import RayPolicyBackend, stop_policy_actor
     from qdevolve.backends.transformers_backend import TransformersBackend
     from qdevolve.rl.tiny import load_tiny_policy
-
-    import torch
 
     torch.set_num_threads(1)  # as in the actor (Ray sets OMP_NUM_THREADS=1): one core each, a fair comparison
     model, tok = load_tiny_policy("expr_edit")

@@ -97,6 +97,7 @@ class ChildPlan:
     parent: Program
     context: MutationContext
     n: int  # children reserved from the budget for this plan
+    duplicates: list[Child] = field(default_factory=list)  # rejected copies, rewarded as rollouts
 
 
 @dataclass

@@ -38,10 +38,16 @@ from qdevolve.evolve import loop
 from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
 from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve.config import RunConfig
+from qdevolve.evolve.duplicates import tell_copies
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import WorkerLost
 from qdevolve.evolve.executors.local import make_sandbox
-from qdevolve.evolve.hooks import ChildObserver, DeadlineAware, StatefulBackend, fixed_code_checked
+from qdevolve.evolve.hooks import (
+    ChildObserver,
+    DeadlineAware,
+    StatefulBackend,
+    fixed_code_checked,
+)
 from qdevolve.evolve.ledger import RunLedger
 from qdevolve.evolve.listener import TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
@@ -216,9 +222,18 @@ class Evolution:
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
         self.budget.observe_candidates(cands)
         cands = [fixed_code_checked(plan.parent, c) for c in cands]
-        kept = [c for c in self.breeder.children(plan, cands) if self._admit(c)]
+        kept = []
+        for c in self.breeder.children(plan, cands):
+            if self._admit(c):
+                kept.append(c)
+            elif c.rollout is not None:
+                plan.duplicates.append(c)
         self.ledger.reserved -= plan.n - len(kept)
         return kept
+
+    def tell_duplicates(self, plan: ChildPlan) -> None:
+        """Store the rollouts of the plan's copies (:func:`qdevolve.evolve.duplicates.tell_copies`)."""
+        tell_copies(self, plan)
 
     def _admit(self, child: Child) -> bool:
         """False for a duplicate (or non-novel) child: not stored, not counted."""
@@ -255,6 +270,9 @@ class Evolution:
     async def after_job(self, children: list[Child]) -> None:
         if self.listener is not None:
             await self.listener.after_job([c.program for c in children])
+            reason = getattr(self.listener, "stop_reason", None)  # e.g. its sample budget is spent
+            if reason:
+                self.ledger.stop(str(reason))
 
     # -- tell -------------------------------------------------------------------------------
     def tell(self, program: Program, result: EvalResult, *, child: Child | None = None,

@@ -4,7 +4,10 @@
   and restored on resume;
 * :class:`DeadlineAware` - a backend that abandons requests in flight at the wall time;
 * :class:`ChildObserver` - a selection rule that learns from the children it led to
-  (``best_child``).
+  (``best_child``);
+* :class:`DuplicateRewarding` - a training listener that rewards the rollout of a child the
+  engine does not store (a copy of its parent or of a stored program), so lazy and
+  duplicate children are trained on (the joined loop's graded penalties).
 
 :func:`fixed_code_checked` applies the fixed-code rule (the EVOLVE-BLOCK may not change the
 meaning of the code around it) to candidates of every operator, plugins included.
@@ -19,7 +22,7 @@ from qdevolve.mutation.base import Candidate
 from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.types import Program
 
-__all__ = ["StatefulBackend", "DeadlineAware", "ChildObserver", "fixed_code_checked"]
+__all__ = ["StatefulBackend", "DeadlineAware", "ChildObserver", "DuplicateRewarding", "fixed_code_checked"]
 
 
 @runtime_checkable
@@ -36,6 +39,13 @@ class ChildObserver(Protocol):
     """A selection rule that learns from the children it led to (``best_child``)."""
 
     def observe_child(self, parent_ids: Any, score: float | None) -> None: ...
+
+
+@runtime_checkable
+class DuplicateRewarding(Protocol):
+    """A listener that rewards a copy (``program``, not stored) of the stored ``original``."""
+
+    def duplicate_reward(self, program: Program, original: Program, result: Any) -> Any: ...
 
 
 @runtime_checkable

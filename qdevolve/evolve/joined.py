@@ -19,7 +19,12 @@ than ``ok`` earns ``invalid_reward``, default 0):
 Then the optional shaping (``train.shaping``, :mod:`qdevolve.rl.shaping`, off by default):
 ``reward = shaping(reward, child_kind(...))`` with the child's code (``None`` for a failed
 mutation), its parents' code, the code hashes stored before it and its status, so a lazy,
-duplicate or failed child earns its configured reward in place of the base one.
+duplicate or failed child earns its configured reward in place of the base one. A copy of its
+parent or of a stored program is not evaluated again, but its rollout is stored and rewarded
+(:meth:`JoinedListener.duplicate_reward`: the copied program's reward, then the shaping) and
+trained on with its group. ``max_samples`` stops the run once that many rollouts (copies
+included) are rewarded. The ``es`` objective trains by :class:`~qdevolve.rl.es.GroupES`: one
+perturbed policy per group, an update per population.
 
 The per-test vector (or ``[reward]``) is the reward vector (VPO). Cluster keys
 (``train.cluster``) come from a ``cluster`` plugin, computed whether or not the archive
@@ -61,6 +66,7 @@ from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
 from qdevolve.evolve.config import RunConfig
+from qdevolve.evolve.joined_backend import LockedBackend, StoredBefore
 from qdevolve.evolve.listener import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
@@ -88,6 +94,7 @@ class TrainSettings:
     backend: dict[str, Any] = field(default_factory=dict)
     shaping: dict[str, Any] | None = None
     checkpoint_dir: str | None = None  # policy weights: qdevolve.rl.checkpoints.policy_dir
+    max_samples: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "train") -> TrainSettings:
@@ -111,10 +118,11 @@ class TrainSettings:
         RewardShaping.from_dict(s.shaping, f"{where}.shaping")  # one error line at config time
         if s.every < 1:
             raise ConfigError(f"{where}.every must be >= 1, got {s.every}")
-        if s.objective.get("type") == "es":
-            raise ConfigError(f"{where}.objective: 'es' is a parameter-space method; the joined loop trains with "
-                              "advantage objectives (grpo, dr_grpo, ips, rare, passk, lad, vpo, ...); use "
-                              "'qdevolve train --objective es' for ES")
+        if s.objective.get("type") == "es" and s.policy.startswith("vllm:"):
+            raise ConfigError(f"{where}.objective: 'es' perturbs the policy's weights in process; use an "
+                              "in-process policy (tiny or a model directory), not " + repr(s.policy))
+        if s.max_samples is not None and (isinstance(s.max_samples, bool) or int(s.max_samples) < 1):
+            raise ConfigError(f"{where}.max_samples must be an integer >= 1, got {s.max_samples!r}")
         return s
 
 
@@ -153,42 +161,6 @@ def apply_policy_options(config: RunConfig, *, policy: str | None, objective: st
 
 
 
-class _LockedBackend:
-    """The shared backend behind a lock, so a trainer step never races a generation."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.lock: asyncio.Lock | None = None  # created inside the running event loop
-
-    def _lock(self) -> asyncio.Lock:
-        if self.lock is None:
-            self.lock = asyncio.Lock()
-        return self.lock
-
-    async def generate(self, requests: list[Any]) -> list[list[Any]]:
-        async with self._lock():
-            return await self.inner.generate(requests)
-
-    def load_policy(self, version: int, path: str | None) -> None:
-        self.inner.load_policy(version, path)
-
-    def close(self) -> Any:
-        close = getattr(self.inner, "close", None)  # optional in the backend protocol
-        return None if close is None else close()
-
-
-class _StoredBefore:
-    """``code_hash in stored`` for the programs stored in the run before ``program`` (itself
-    excluded: a resumed child may already be stored); looked up in the store, not loaded."""
-
-    def __init__(self, store: LineageStore, run_id: str, program: Program) -> None:
-        self.store, self.run_id, self.program_id = store, run_id, program.id
-
-    def __contains__(self, code_hash: object) -> bool:
-        found = self.store.find_code_hash(self.run_id, str(code_hash))
-        return found is not None and found != self.program_id
-
-
 class JoinedListener:
     """Trains the policy behind the ``policy`` operator while the engine evolves (module docstring).
 
@@ -197,6 +169,10 @@ class JoinedListener:
         run_id: The run.
         config: The run config; its ``train`` section is read as :class:`TrainSettings`.
     """
+
+    samples = 0  # rollouts rewarded this session, copies included (train.max_samples)
+    stop_reason: str | None = None  # set once train.max_samples is reached; the engine stops the run
+    es: Any = None  # a GroupES when the objective is 'es'
 
     def __init__(self, store: LineageStore, run_id: str, config: RunConfig) -> None:
         from qdevolve.evolve.training_groups import GroupCollector
@@ -220,6 +196,14 @@ class JoinedListener:
         self.n_tests = 1  # width of the reward vector: the number of tests, once a result has them
         self.evals_since_step = 0
         self.train_log: list[dict[str, Any]] = []
+        self.samples = 0  # rollouts rewarded this session, copies included (train.max_samples)
+        self.stop_reason: str | None = None
+        self.es = None
+        if self.trainer.es is not None:  # a parameter-space objective: one group per ES member
+            from qdevolve.rl.es import GroupES
+
+            self.es = GroupES(self.trainer.es.objective, self.trainer.model, missing=self.settings.invalid_reward)
+            self.backend.es = self.es
 
     # -- policy and trainer --------------------------------------------------------------
     def _base_model(self) -> tuple[Any, Any]:
@@ -260,12 +244,12 @@ class JoinedListener:
         trainer.save_version(metrics={"base": True, "objective": objective.name})
         return trainer
 
-    def _make_backend(self) -> _LockedBackend:
+    def _make_backend(self) -> LockedBackend:
         spec = self.settings.policy
         if self.settings.backend.get("placement") == "ray":  # a policy actor shared by controllers
             from qdevolve.backends.ray_policy import joined_backend
 
-            return _LockedBackend(joined_backend(self, spec))
+            return LockedBackend(joined_backend(self, spec))
         if spec.startswith("vllm:"):
             backend = registry.backend.create({"type": "vllm", "model": spec.split(":", 1)[1],
                                                **self.settings.backend})
@@ -274,7 +258,7 @@ class JoinedListener:
             backend = registry.backend.create({"type": "transformers", "model": self.trainer.model,
                                                "tokenizer": self.trainer.tokenizer, **self.settings.backend})
             backend.policy_version = self.trainer.version
-        return _LockedBackend(backend)
+        return LockedBackend(backend)
 
     def _path_of(self, version: int) -> str | None:
         rows = self.store.policy_versions(self.run_id)
@@ -301,7 +285,7 @@ class JoinedListener:
         failed = bool(program.metadata.get("failed_mutation"))
         code = None if failed else program.code
         parents = [self.store.get_program(pid).code for pid in program.parent_ids] if code else []
-        return child_kind(code=code, parent_codes=parents, stored_hashes=_StoredBefore(self.store, self.run_id, program),  # type: ignore[arg-type]
+        return child_kind(code=code, parent_codes=parents, stored_hashes=StoredBefore(self.store, self.run_id, program),  # type: ignore[arg-type]
                           status=result.status)
 
     def reward(self, program: Program, result: EvalResult, events: list[ArchiveEvent],
@@ -316,7 +300,31 @@ class JoinedListener:
         else:  # failed programs score every test as the gated reward, so vectors line up
             vector = [scalar] * self.n_tests
         text = program.metadata.get("completion") or program.code
+        self._count(program, scalar)
         return Reward(scalar, vector, self.cluster_key(program, result, events, text))
+
+    def duplicate_reward(self, program: Program, original: Program, result: EvalResult) -> Reward:
+        """The reward of a copy the engine does not store: the copied program's reward, shaped
+        as ``lazy`` (equal to its parent) or ``duplicate`` (equal to a stored program)."""
+        parent = self.store.get_evaluation(program.parent_ids[0]) if program.parent_ids else None
+        scalar = self._scalar(original, result, parent)
+        if self.shaping.enabled:
+            scalar = self.shaping(scalar, self.child_kind(program, result))
+        vector = [float(t) for t in result.tests] if result.tests else [scalar] * self.n_tests
+        text = program.metadata.get("completion") or program.code
+        self._count(program, scalar)
+        return Reward(scalar, vector, self.cluster_key(original, result, [], text))
+
+    def _count(self, program: Program, scalar: float) -> None:
+        """One more sample: the sample budget, and the fitness of its ES member."""
+        self.samples += 1
+        limit = self.settings.max_samples
+        if limit is not None and self.samples >= int(limit) and self.stop_reason is None:
+            self.stop_reason = f"train.max_samples: {self.samples} samples drawn"
+        if self.es is not None:
+            model = str((program.metadata.get("usage") or {}).get("model") or "")
+            if "#es" in model:
+                self.es.record(int(model.rsplit("#es", 1)[1]), scalar)
 
     def cluster_key(self, program: Program, result: EvalResult, events: list[ArchiveEvent], text: str) -> str:
         """The strategy key of the child, admitted by the archive or not (module docstring)."""
@@ -335,8 +343,30 @@ class JoinedListener:
     # -- training ------------------------------------------------------------------------
     async def after_job(self, programs: list[Program]) -> None:
         self.evals_since_step += len(programs)
-        if self.evals_since_step >= self.settings.every:
+        if self.es is not None:  # ES steps once every member's group is rewarded, not every N evaluations
+            self.es.finish()
+            if self.es.ready:
+                await self.es_step()
+        elif self.evals_since_step >= self.settings.every:
             await self.train_step()
+
+    async def es_step(self) -> dict[str, Any]:
+        """The ES update over this iteration's groups (:class:`~qdevolve.rl.es.GroupES`); a new version."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with self.backend._lock():
+                t0 = time.perf_counter()
+                metrics = self.es.update()
+                metrics["step_seconds"] = time.perf_counter() - t0
+                self.trainer.global_step += 1
+                self.trainer.es.global_step = self.trainer.global_step
+                version = await loop.run_in_executor(None, lambda: self.trainer.save_version(metrics=metrics))
+                self.backend.inner.policy_version = version
+        finally:
+            self.backend.release()  # waiting generations go on (with the new weights, or to fail)
+        self.evals_since_step = 0
+        self.train_log.append({"version": version, **metrics})
+        return metrics
 
     async def train_step(self) -> dict[str, Any] | None:
         """One trainer step on the groups completed since the last one; a new policy version."""

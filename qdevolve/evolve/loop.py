@@ -42,6 +42,7 @@ async def _job(engine: Any, plan: Any, bred: Callable[[], None]) -> None:
     finally:
         bred()  # the generation slot is free: the next request may start while these evaluate
     await asyncio.gather(*(engine.evaluate(c) for c in children))
+    engine.tell_duplicates(plan)  # after the siblings they may copy are stored
     await engine.after_job(children)
 
 

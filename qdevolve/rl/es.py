@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from qdevolve.db.store import LineageStore
@@ -26,7 +27,7 @@ from qdevolve.errors import ConfigError
 from qdevolve.rl import checkpoints
 from qdevolve.rl.protocols import ParameterObjective
 
-__all__ = ["ESTrainer"]
+__all__ = ["ESTrainer", "GroupES"]
 
 
 class ESTrainer:
@@ -85,3 +86,99 @@ class ESTrainer:
                                  tokenizer=self.tokenizer, trainer_state=self.state_dict(), objective="es",
                                  step=self.global_step, merge_lora=False, metrics=metrics, path=path)
         return version
+
+
+class GroupES:
+    """ES inside the joined loop: each population member is a perturbed policy that writes the
+    children of one RL group; the group's mean reward is that member's fitness.
+
+    Salimans et al. 2017 (arXiv 1703.03864) with the z-scored update of Qiu et al. 2025
+    (arXiv 2509.24372), members evaluated on the run's own parents instead of a fixed batch::
+
+        member n of iteration t:  theta_n = theta + sigma eps_n     (eps_n from seed_n)
+        R_n = mean reward of the group theta_n generated             (its fitness)
+        theta <- theta + alpha (1/N) sum_n z(R)_n eps_n              (after N groups)
+
+    The caller (the joined listener) asks :meth:`assign` for a member before a generation,
+    wraps the generation in :meth:`perturbed`, records each child's reward with
+    :meth:`record`, marks the member's group done with :meth:`finish`, and calls
+    :meth:`update` once :attr:`ready`. A member whose group earned nothing scores the
+    ``missing`` reward. Parameters are fp32 (the tiny policy); others are perturbed through
+    the objective's fp32 copy and restored exactly.
+    """
+
+    def __init__(self, objective: Any, model: Any, *, missing: float = 0.0) -> None:
+        self.objective, self.model, self.missing = objective, model, float(missing)
+        self.iteration = int(objective.iteration)
+        self.seeds = objective.seeds(self.iteration)
+        self.assigned = 0
+        self.finished = 0
+        self.fitness: dict[int, list[float]] = {}
+
+    @property
+    def population(self) -> int:
+        return int(self.objective.population)
+
+    @property
+    def full(self) -> bool:
+        """Every member of this iteration has its group; new groups wait for :meth:`update`."""
+        return self.assigned >= self.population
+
+    @property
+    def ready(self) -> bool:
+        return self.finished >= self.population
+
+    def assign(self) -> int:
+        """The next member of this iteration (its index)."""
+        member = self.assigned % self.population
+        self.assigned += 1
+        return member
+
+    def perturbed(self, member: int) -> _Perturbed:
+        """``with group_es.perturbed(m): generate(...)``: theta + sigma eps_m, restored after."""
+        return _Perturbed(self, member)
+
+    def record(self, member: int, reward: float | None) -> None:
+        self.fitness.setdefault(member, []).append(self.missing if reward is None else float(reward))
+
+    def finish(self) -> None:
+        self.finished += 1
+
+    @torch.no_grad()
+    def update(self) -> dict[str, float]:
+        """theta += alpha/N sum z_n eps_n over this iteration's members; the next iteration."""
+        obj = self.objective
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        rewards = np.array([float(np.mean(self.fitness[m])) if self.fitness.get(m) else self.missing
+                            for m in range(self.population)])
+        std = float(rewards.std())
+        updated = std > 0 and obj.alpha > 0
+        if updated:
+            z = (rewards - rewards.mean()) / std
+            for s, zn in zip(self.seeds, z, strict=True):
+                for i, p in enumerate(params):
+                    step = obj.noise(s, i, p) * float(obj.alpha * zn / self.population)
+                    p.copy_((p.float() + step).to(p.dtype))
+        stats = {"reward_mean": float(rewards.mean()), "reward_std": std, "reward_max": float(rewards.max()),
+                 "updated": float(updated), "es_iteration": float(self.iteration)}
+        self.iteration += 1
+        obj.iteration = self.iteration
+        self.seeds = obj.seeds(self.iteration)
+        self.assigned = self.finished = 0
+        self.fitness = {}
+        return stats
+
+
+class _Perturbed:
+    def __init__(self, es: GroupES, member: int) -> None:
+        self.es, self.member = es, member
+        self.params = [p for p in es.model.parameters() if p.requires_grad]
+        self.backup: dict[int, torch.Tensor] = {}
+
+    def __enter__(self) -> int:
+        seed = self.es.seeds[self.member]
+        self.es.objective._add(self.params, seed, self.es.objective.sigma, self.backup)
+        return self.member
+
+    def __exit__(self, *exc: object) -> None:
+        self.es.objective._restore(self.params, self.es.seeds[self.member], self.backup)

@@ -39,8 +39,13 @@ def test_joined_run_stores_versions_rollouts_and_labels(tmp_path: Path) -> None:
     n_children = con.execute("SELECT COUNT(*) FROM programs WHERE operator != 'seed'").fetchone()[0]
     assert n_children == 96
     linked = con.execute("SELECT COUNT(*) FROM rollouts r JOIN programs p ON p.id = r.program_id "
-                         "WHERE r.token_ids != '[]' AND r.logprobs != '[]'").fetchone()[0]
+                         "WHERE r.token_ids != '[]' AND r.logprobs != '[]' "
+                         "AND json_extract(r.metadata, '$.duplicate_of') IS NULL").fetchone()[0]
     assert linked == 96, "every mutation is a rollout with token ids and log-probs, linked to its program"
+    copies = con.execute("SELECT COUNT(*) FROM rollouts r JOIN programs p ON p.id = r.program_id "
+                         "WHERE json_extract(r.metadata, '$.duplicate_of') = p.id").fetchone()[0]
+    total = con.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
+    assert total == 96 + copies, "the other rollouts are copies, linked to the program they copy"
     labelled = dict(con.execute("SELECT policy_version, COUNT(*) FROM programs WHERE operator = 'policy' "
                                 "GROUP BY policy_version").fetchall())
     assert None not in labelled and len(labelled) >= 3, labelled
