@@ -82,7 +82,10 @@ def budget_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _budget_flags(values: dict[str, Any]) -> dict[str, str | None]:
     """Pop the ``budget_*`` options out of ``values``: ``{max_tokens: text or None, ...}``."""
-    return {k[len("budget_"):]: values.pop(k) for k in [k for k in values if k.startswith("budget_")]}
+    from qdevolve.evolve.budget import BUDGET_FLAGS
+
+    # only the budget limits: RunConfig has other ``budget_*`` fields (``budget_pool``)
+    return {key: values.pop("budget_" + key, None) for key, _flag, _help in BUDGET_FLAGS}
 
 
 def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
