@@ -78,7 +78,7 @@ class PluginInfo:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"kind": self.kind, "name": self.name, "source": self.source}
+        d = {"kind": self.kind, "name": self.name, "source": str(self.source)}
         if self.error:
             d["error"] = self.error
         return d
@@ -116,14 +116,35 @@ def _check_protocol(kind: str, name: str, obj: Any, source: str) -> None:
         )
 
 
+class _CallerSource(str):
+    """Where a plugin was registered: ``module (file) of distribution D``.
+
+    A ``str`` whose text is the module and file; the distribution is looked up only when the
+    text is shown (``str()``, f-strings, ``plugins list``), because the first lookup reads every
+    installed distribution's metadata (about a second), which every command would pay at start.
+    """
+
+    module: str
+    file: str
+
+    def __new__(cls, module: str, file: str) -> _CallerSource:
+        self = super().__new__(cls, file if module == "__main__" else f"{module} ({file})")
+        self.module, self.file = module, file
+        return self
+
+    def __str__(self) -> str:
+        if self.module == "__main__":
+            return self.file
+        dists = _distributions_of(self.module.split(".")[0])
+        return f"{self.module} ({self.file})" + (f" of distribution {', '.join(dists)}" if dists else "")
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 def _caller_source(depth: int = 2) -> str:
-    frame = inspect.stack()[depth]
-    module = frame.frame.f_globals.get("__name__", "?")
-    file = frame.filename
-    if module == "__main__":
-        return file
-    dists = _distributions_of(module.split(".")[0])
-    return f"{module} ({file})" + (f" of distribution {', '.join(dists)}" if dists else "")
+    # sys._getframe, not inspect.stack(): the latter reads every frame's source (~0.1 s a call)
+    frame = sys._getframe(depth)
+    return _CallerSource(frame.f_globals.get("__name__", "?"), frame.f_code.co_filename)
 
 
 _PACKAGES: dict[str, list[str]] | None = None
@@ -324,7 +345,7 @@ class Registry:
             if load and name not in self._entries:
                 self._load_entry_point(name)
             if name in self._entries:
-                rows.append(PluginInfo(self.kind, name, self._entries[name].source))
+                rows.append(PluginInfo(self.kind, name, str(self._entries[name].source)))
             elif name in self._broken:
                 ep = self._eps().get(name)
                 src = f"entry point of {self._dist_name(ep)}" if ep else "?"
