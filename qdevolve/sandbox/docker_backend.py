@@ -178,6 +178,10 @@ class DockerSandbox:
             raise EvaluationSetupError("docker sandbox: the runner and the candidate never keep uid 0")
         self.runtime = runtime
         self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
+        # Host directories under /tmp would sit beneath the container's own tmpfs /tmp (hidden
+        # and wiped between evaluations): those are mounted under the sandbox root instead.
+        self.inner_sys_path = [f"{SANDBOX_ROOT}/lib/{i}" if _under_tmp(p) else p
+                               for i, p in enumerate(self.sys_path)]
         self.staging = Staging(prefix="qdevolve-docker-")
         self._lock = threading.Lock()
         self._warm: dict[int, _Box] = {}
@@ -210,8 +214,8 @@ class DockerSandbox:
             str(self.staging.eval_dir): (f"{SANDBOX_ROOT}/evaluators", "ro"),
             str(slot): (f"{SANDBOX_ROOT}/in", "ro"),
         }
-        for p in self.sys_path:
-            mounts[p] = (p, "ro")
+        for p, inner in zip(self.sys_path, self.inner_sys_path, strict=True):
+            mounts[p] = (inner, "ro")
         kwargs = render_docker_kwargs(
             limits, image=self.image, user=self.idle_user, env=render_env(limits), mounts=mounts,
             name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
@@ -292,7 +296,7 @@ class DockerSandbox:
                 limits=limits,
                 evaluator=None if ev is None else f"{SANDBOX_ROOT}/evaluators/{ev.parent.name}/{ev.name}",
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path, reap_keep=[], parent=box.slot, work_dir=f"{SANDBOX_ROOT}/work",
+                sys_path=self.inner_sys_path, reap_keep=[], parent=box.slot, work_dir=f"{SANDBOX_ROOT}/work",
             )
             inner = f"{SANDBOX_ROOT}/in/{run.path.name}"
             ooms0, cpu0 = box.ooms(), box.cpu_s()
@@ -329,7 +333,7 @@ class DockerSandbox:
         api = self.client.api
         exec_id = api.exec_create(box.container.id, cmd, stdout=True, stderr=True, stdin=False,
                                   tty=False, user="0:0", workdir=workdir,
-                                  environment=render_env(limits, sys_path=self.sys_path))["Id"]
+                                  environment=render_env(limits, sys_path=self.inner_sys_path))["Id"]
         caps = {"stdout": MAX_RECORD_BYTES + 1, "stderr": limits.output_bytes}
         tails = {k: Tail(c) for k, c in caps.items()}
         lost: list[str] = []
@@ -399,3 +403,9 @@ class DockerSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _under_tmp(path: str) -> bool:
+    """True for a host path at or below ``/tmp`` (the container has a tmpfs there)."""
+    p = os.path.normpath(path)
+    return p == "/tmp" or p.startswith("/tmp/")
