@@ -178,10 +178,9 @@ class DockerSandbox:
             raise EvaluationSetupError("docker sandbox: the runner and the candidate never keep uid 0")
         self.runtime = runtime
         self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
-        # Host directories under /tmp would sit beneath the container's own tmpfs /tmp (hidden
-        # and wiped between evaluations): those are mounted under the sandbox root instead.
-        self.inner_sys_path = [f"{SANDBOX_ROOT}/lib/{i}" if _under_tmp(p) else p
-                               for i, p in enumerate(self.sys_path)]
+        # Mounted beneath the sandbox root, never at their host paths: a host path under /tmp
+        # would sit beneath the container's own tmpfs /tmp (hidden, and wiped between evaluations)
+        self.inner_sys_path = [f"{SANDBOX_ROOT}/lib/{i}" for i in range(len(self.sys_path))]
         self.staging = Staging(prefix="qdevolve-docker-")
         self._lock = threading.Lock()
         self._warm: dict[int, _Box] = {}
@@ -403,9 +402,3 @@ class DockerSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _under_tmp(path: str) -> bool:
-    """True for a host path at or below ``/tmp`` (the container has a tmpfs there)."""
-    p = os.path.normpath(path)
-    return p == "/tmp" or p.startswith("/tmp/")
