@@ -301,8 +301,9 @@ class Registry:
         )
 
     def source(self, name: str) -> str:
+        """Where plugin ``name`` was registered: module, file and providing distribution."""
         self.get(name)
-        return self._entries[name].source
+        return str(self._entries[name].source)
 
     def create(self, spec: str | dict[str, Any] | None = None, /, **overrides: Any) -> Any:
         """Build a plugin from ``{"type": name, **kwargs}`` (or a bare name)."""
@@ -335,7 +336,7 @@ class Registry:
                         f" it accepts: {', '.join(accepted) or 'no options'}"
                     )
         obj = factory(**kwargs)
-        _check_protocol(self.kind, name, type(obj) if self.kind != "cluster" else obj, self.source(name))
+        _check_protocol(self.kind, name, type(obj) if self.kind != "cluster" else obj, self._entries[name].source)
         return obj
 
     def infos(self, load: bool = True) -> list[PluginInfo]:
