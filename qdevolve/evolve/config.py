@@ -63,7 +63,7 @@ class RunConfig:
     workers: int = field(default=2, metadata={"help": "Sandbox evaluation workers."})
     wall_time_s: float | None = field(default=None, metadata={"help": "Stop after this many seconds.",
                                                                 "flag": "--wall-time"})
-    max_pending: int | None = field(default=None, metadata={"help": "Model requests (parent plans) in flight; bred children may wait for evaluation beyond this (default: workers, or 4x workers with a model backend)."})
+    max_pending: int | None = field(default=None, metadata={"help": "Model requests (parent plans) in flight; bred children may wait for evaluation beyond this (default: workers, or 4x workers with a model backend); 1 keeps one plan in flight in all, so a seeded run makes the same choices when killed and resumed."})
     children_per_parent: int = field(default=1, metadata={"help": "Children sampled per parent prompt (the RL group size)."})
     max_duplicate_streak: int = field(default=200, metadata={"help": "Stop when this many consecutive children are duplicates."})
     fail_fast_children: int = field(default=5, metadata={"help": "Stop (exit 1) when each of the run's first N children failed for the same reason (0: never)."})

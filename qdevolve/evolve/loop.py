@@ -9,8 +9,9 @@ Generation slots and evaluation slots are separate: at most ``max_pending`` jobs
 slot back while its children wait for and run their evaluations, so the model always has
 ``max_pending`` requests in flight while the workers evaluate. Up to ``backlog`` bred jobs
 may wait for evaluation beyond that (:func:`eval_backlog`: ``2 x`` the executor's slots with
-a model backend; ``0`` without one or while training, where the old rule, ``max_pending``
-jobs in flight in all, keeps a one-worker run deterministic and the rollouts on-policy).
+a model backend; ``0`` without one, while training (the rollouts stay on-policy) or with
+``run.max_pending: 1``, where one plan is in flight in all, so that a run with a fixed seed
+makes the same choices whether or not it was killed and resumed).
 When the backlog is full no new request starts until an evaluation finishes (backpressure).
 
 Stopping: the budget is planned, a token/cost/wall budget is spent, a stop reason is set (duplicate streak), the wall time
@@ -32,6 +33,8 @@ __all__ = ["drive", "eval_backlog"]
 def eval_backlog(engine: Any) -> int:
     """Bred jobs that may wait for evaluation past the ``max_pending`` generation slots."""
     if getattr(engine, "backend", None) is None or getattr(engine, "listener", None) is not None:
+        return 0
+    if getattr(getattr(engine, "config", None), "max_pending", None) == 1:  # one plan in flight in all
         return 0
     return 2 * max(1, int(getattr(engine.executor, "slots", 1) or 1))
 
