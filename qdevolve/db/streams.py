@@ -110,7 +110,16 @@ def export_run(store: LineageStore, run_id: str | None, path: str | Path,
 
 def _plain(values: Sequence[Any]) -> bool:
     """Every value a string that XML takes as it is (no escaping, no replacement)."""
-    return set(map(type, values)) <= _STR and not _XML_SPECIAL.search("".join(values))
+    if not set(map(type, values)) <= _STR:
+        return False
+    text_ = "".join(values)
+    if text_.isascii():  # the common case, checked at C speed: no markup, no control byte
+        raw = text_.encode("ascii")
+        return len(raw.translate(None, _XML_SPECIAL_ASCII)) == len(raw)
+    return not _XML_SPECIAL.search(text_)
+
+
+_XML_SPECIAL_ASCII = b'&<>"' + bytes(range(32))  # _XML_SPECIAL within ASCII
 
 
 _STR, _INT, _INT_OR_NONE = {str}, {int}, {int, type(None)}
