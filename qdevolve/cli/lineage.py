@@ -63,28 +63,28 @@ def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) -> list[str]:
-    """:func:`_label` of every program of a run at once: ``rows`` of
-    :data:`qdevolve.db._tree.COLUMNS` and their ``(program_id, status, score)`` evaluations.
+    """:func:`_label` of many programs at once: ``(seq, <qdevolve.db._tree.COLUMNS>)`` rows and
+    their ``(program_id, status, score)`` evaluations.
     One format string per program; the rare line that is not printable (or a non-string id)
     is rebuilt by :func:`_label`, which makes it terminal-safe."""
-    if not set(map(type, map(itemgetter(0), rows))) <= {str}:  # a tampered id: every line exact
+    if not set(map(type, map(itemgetter(1), rows))) <= {str}:  # a tampered id: every line exact
         return [_label((pid, gen, op, pv, ev[1], ev[2]), label)
-                for (pid, gen, op, pv, _isl), ev in zip(rows, evs, strict=True)]
+                for (_seq, pid, gen, op, pv, _isl), ev in zip(rows, evs, strict=True)]
     tails = {st: "" if st == "ok" else ", unevaluated" if st is None else f", {_safe(st)}"
              for st in set(map(itemgetter(1), evs))}
     pairs = zip(rows, evs, strict=True)
     if label == "score":
         out = [f"{pid[:10]}  score={'-' if ev[2] is None else format(ev[2], '.6g')}  (gen {gen}, {op}{tails[ev[1]]})"
-               for (pid, gen, op, _pv, _isl), ev in pairs]
+               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
     elif label == "operator":
         out = [f"{pid[:10]}  {op}  (gen {gen}, score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
-               for (pid, gen, op, _pv, _isl), ev in pairs]
+               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
     else:
         out = [f"{pid[:10]}  {'policy=-' if pv is None else f'policy=v{pv}'}  (gen {gen}, {op}, "
                f"score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
-               for (pid, gen, op, pv, _isl), ev in pairs]
+               for (_seq, pid, gen, op, pv, _isl), ev in pairs]
     if not "".join(out).isprintable():
-        for i, ((pid, gen, op, pv, _isl), ev) in enumerate(zip(rows, evs, strict=True)):
+        for i, ((_seq, pid, gen, op, pv, _isl), ev) in enumerate(zip(rows, evs, strict=True)):
             if not out[i].isprintable():
                 out[i] = _label((pid, gen, op, pv, ev[1], ev[2]), label)
     return out

@@ -81,10 +81,18 @@ class RunRows:
         (a crossover), ordered by edge position then id. Only the run's edges
         (``edges.run_id``) count; inspirations are not parents."""
         r = {"r": self.run_id}
-        with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
-            single = dict(cur)  # the index (run_id, child_id, role, parent_id) covers it
-        with self.cursor(f"SELECT COUNT(*) {_GENEALOGY}", r) as cur:
-            n_edges = cur.fetchone()[0]
+        agg = "group_concat" if self.store.engine.dialect.name == "sqlite" else "string_agg"
+        with self.cursor(f"SELECT COUNT(*), {agg}(child_id || ' ' || parent_id, ' ') {_GENEALOGY}", r) as cur:
+            n_edges, pairs = cur.fetchone()  # one string: no row objects (the index covers the scan)
+        words = pairs.split(" ") if pairs else []
+        del pairs
+        if len(words) == 2 * n_edges:
+            it = iter(words)
+            single = dict(zip(it, it))
+        else:  # an id holding a space: read the rows
+            with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
+                single = dict(cur)
+        del words
         multi: dict[str, tuple[str, ...]] = {}
         if n_edges != len(single):
             grouped: dict[str, list[tuple[int, str]]] = {}

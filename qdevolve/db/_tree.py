@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COLUMNS", "Node", "run_tree", "rank_key"]
 
-COLUMNS = "id, generation, operator, policy_version, island"  # the program columns payloads get
+COLUMNS = "id, generation, operator, policy_version, island"  # payload rows: (seq, <COLUMNS>)
 _INF = float("inf")
 
 # A node: [payload, children (list of nodes, ranked) or None, hidden children, program id].
@@ -43,9 +43,9 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
     """Every program of the run as a :data:`Node`, linked to its ranked children.
 
     Args:
-        payloads: called once with the run's program rows (``COLUMNS``, insertion order) and
-            the matching latest-evaluation rows ``(program_id, status, score)`` (``(None,
-            None, None)`` when unevaluated); returns one payload per program.
+        payloads: called with each page of the run's program rows (``(seq, <COLUMNS>)``, in
+            insertion order) and the matching latest-evaluation rows ``(program_id, status,
+            score)`` (``(None, None, None)`` when unevaluated); returns one payload per row.
 
     Returns:
         ``(roots, nodes)``: the programs without parents, ranked, and program id -> node.
@@ -56,15 +56,17 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
         parents: dict[str, Any] = {**single, **multi} if multi else single
         del single
         latest = src.latest()
-        rows = src.programs(COLUMNS)
-        pids = list(map(itemgetter(0), rows))
-        evs = list(map(latest.get, pids, repeat(NO_EVAL)))
-        del latest
-        nodes = [[p, None, 0, pid] for p, pid in zip(payloads(rows, evs), pids, strict=True)]
-        del rows
+        pids: list[str] = []
+        nodes: list[Node] = []
+        scores: list[Any] = []
+        for rows in src.program_pages(COLUMNS):  # a page at a time: rows never held whole
+            ids = list(map(itemgetter(1), rows))
+            evs = list(map(latest.get, ids, repeat(NO_EVAL)))
+            nodes += [[p, None, 0, pid] for p, pid in zip(payloads(rows, evs), ids, strict=True)]
+            pids += ids
+            scores += map(itemgetter(2), evs)
+        del latest, rows, evs
         by_id = dict(zip(pids, nodes, strict=True))
-        scores = list(map(itemgetter(2), evs))
-        del evs
         order = _score_order(scores)
         roots: list[Node] = []
         ranked = order is not None

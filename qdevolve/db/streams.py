@@ -324,9 +324,9 @@ def tree_children(store: LineageStore, run_id: str, top: int,
 
 
 def _tree_tuples(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """:data:`TREE_KEYS` tuples from :data:`qdevolve.db._tree.COLUMNS` rows
-    (``id, generation, operator, policy_version, island``) and their evaluations."""
-    return [(pid, gen, op, pv, ev[1], ev[2], isl) for (pid, gen, op, pv, isl), ev in zip(rows, evs, strict=True)]
+    """:data:`TREE_KEYS` tuples from ``(seq, id, generation, operator, policy_version, island)``
+    rows (:data:`qdevolve.db._tree.COLUMNS`) and their evaluations."""
+    return [(pid, gen, op, pv, ev[1], ev[2], isl) for (_seq, pid, gen, op, pv, isl), ev in zip(rows, evs, strict=True)]
 
 
 def all_children(store: LineageStore, run_id: str,
