@@ -192,14 +192,26 @@ class _GraphML:
                            "policy_version": pv, "status": status, "score": score,
                            "parent_ids": plist.split(" ") if plist else []})
             return
-        st = {s: "" if s is None else f'<data key="n6">{s}</data>' for s in statuses}
-        rtext = self.run_text
-        self.fh.write("".join([
-            f'<node id="{pid}"><data key="n0">{pid}</data>{rtext}<data key="n2">{gen}</data>'
-            f'<data key="n3">{isl}</data><data key="n4">{op}</data>'
-            f'<data key="n5">{NO_POLICY if pv is None else pv}</data>{st[ev[1]]}'
-            f'<data key="n7">{"NaN" if ev[2] is None else ev[2]}</data><data key="n8">{plist}</data></node>\n'
-            for (_seq, pid, gen, isl, op, pv), ev, plist in zip(rows, evs, parents, strict=True)]))
+        # The page as one string from interleaved columns: C loops place the pieces, Python
+        # only renders the numbers (a float's repr is the one per-node cost left).
+        n = len(rows)
+        mid = {s: "</data>" + ("" if s is None else f'<data key="n6">{s}</data>') + '<data key="n7">'
+               for s in statuses}
+        parts: list[Any] = [None] * (13 * n)
+        parts[0::13] = ['<node id="'] * n
+        parts[1::13] = pids
+        parts[2::13] = ['"><data key="n0">'] * n
+        parts[3::13] = pids
+        parts[4::13] = [f'</data>{self.run_text}<data key="n2">'] * n
+        parts[5::13] = map(str, gens)
+        parts[6::13] = ['</data><data key="n3">'] * n
+        parts[7::13] = map(str, isls)
+        parts[8::13] = ['</data><data key="n4">'] * n
+        parts[9::13] = ops
+        parts[10::13] = [f'</data><data key="n5">{NO_POLICY if pv is None else pv}' for pv in pvs]
+        parts[11::13] = [f'{mid[ev[1]]}{"NaN" if ev[2] is None else ev[2]}</data><data key="n8">' for ev in evs]
+        parts[12::13] = [f"{p}</data></node>\n" for p in parents]
+        self.fh.write("".join(parts))
 
     def edge_page(self, edges: list[tuple[str, str, str, int]]) -> None:
         if not edges:
