@@ -221,9 +221,11 @@ class _GraphML:
             for edge in edges:
                 self.edge(*edge)
             return
-        self.fh.write("".join([f'<edge source="{a}" target="{b}"><data key="e0">{role}</data>'
-                               f'<data key="e1">{position}</data></edge>\n'
-                               for a, b, role, position in edges]))
+        n = len(edges)
+        parts: list[Any] = ['<edge source="', None, '" target="', None, '"><data key="e0">', None,
+                            '</data><data key="e1">', None, "</data></edge>\n"] * n
+        parts[1::9], parts[3::9], parts[5::9], parts[7::9] = a, b, roles, map(str, positions)
+        self.fh.write("".join(parts))
 
     def between(self) -> None:
         pass
