@@ -88,7 +88,7 @@ class RunRows:
         del pairs
         if len(words) == 2 * n_edges:
             it = iter(words)
-            single = dict(zip(it, it))
+            single = dict(zip(it, it, strict=True))
         else:  # an id holding a space: read the rows
             with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
                 single = dict(cur)

@@ -98,7 +98,7 @@ def _link(nodes: Any, parents: Any, by_id: dict[str, Node], roots: list[Node]) -
     """Append each node to the children of each of its parents (or to ``roots``), in the
     order given. A parent outside the run keeps no node; a parent named twice, once."""
     get = by_id.get
-    for node, p in zip(nodes, parents):
+    for node, p in zip(nodes, parents, strict=True):
         up = get(p)
         if up is not None:
             kids = up[1]

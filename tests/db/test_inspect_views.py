@@ -19,8 +19,8 @@ from qdevolve.cli.archive import rebuild
 from qdevolve.db import lineage as L
 from qdevolve.db import snapshots, streams
 from qdevolve.db.store import LineageStore
-from qdevolve.types import EvalResult, Program
 from qdevolve.textsafe import terminal_safe_line
+from qdevolve.types import EvalResult, Program
 from tests.db.conftest import random_tree
 
 
