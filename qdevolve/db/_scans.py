@@ -28,6 +28,7 @@ PAGE = 5000
 NO_EVAL = (None, None, None)  # the latest-evaluation row of a program never evaluated
 _SCAN_CACHE_KIB = 8192  # SQLite page cache while scanning a whole run (the store's default is 128 MiB)
 _GENEALOGY = "FROM edges WHERE run_id = :r AND role <> 'inspiration'"
+_AGGREGATE_MAX = 4_000_000  # edges read as one aggregated string (about 65 bytes each)
 
 
 @contextlib.contextmanager
@@ -82,14 +83,18 @@ class RunRows:
         (``edges.run_id``) count; inspirations are not parents."""
         r = {"r": self.run_id}
         agg = "group_concat" if self.store.engine.dialect.name == "sqlite" else "string_agg"
-        with self.cursor(f"SELECT COUNT(*), {agg}(child_id || ' ' || parent_id, ' ') {_GENEALOGY}", r) as cur:
-            n_edges, pairs = cur.fetchone()  # one string: no row objects (the index covers the scan)
-        words = pairs.split(" ") if pairs else []
-        del pairs
+        with self.cursor(f"SELECT COUNT(*) {_GENEALOGY}", r) as cur:  # the index covers both scans
+            n_edges = cur.fetchone()[0]
+        words: list[str] = []
+        if n_edges <= _AGGREGATE_MAX:  # one string, no row objects (both databases cap a string at 1 GB)
+            with self.cursor(f"SELECT {agg}(child_id || ' ' || parent_id, ' ') {_GENEALOGY}", r) as cur:
+                pairs = cur.fetchone()[0]
+            words = pairs.split(" ") if pairs else []
+            del pairs
         if len(words) == 2 * n_edges:
             it = iter(words)
             single = dict(zip(it, it, strict=True))
-        else:  # an id holding a space: read the rows
+        else:  # an id holding a space, a very large run, or edges added meanwhile: read the rows
             with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
                 single = dict(cur)
         del words

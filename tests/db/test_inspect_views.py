@@ -25,10 +25,10 @@ from tests.db.conftest import random_tree
 
 
 def _tampered(store: LineageStore, rid: str, progs: list[Program]) -> None:
-    """Rows the fast paths must hand to their exact fallbacks: markup and control characters in
-    ids and operators, an unevaluated child, an unknown status, an inspiration edge, a child
+    """Rows the fast paths must hand to their exact fallbacks: markup, a space and control
+    characters in ids and operators, an unevaluated child, an unknown status, an inspiration edge, a child
     listing one parent twice, and a run next door."""
-    odd = Program(code="x = 'odd'\n", run_id=rid, id="odd&<id>\x01", parent_ids=(progs[1].id,),
+    odd = Program(code="x = 'odd'\n", run_id=rid, id="odd&<id> \x01", parent_ids=(progs[1].id,),
                   operator='op&"<\x07>', generation=2)
     twice = Program(code="x = 'twice'\n", run_id=rid, parent_ids=(progs[4].id, progs[2].id),
                     operator="crossover", generation=3)
