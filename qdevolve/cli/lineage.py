@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from operator import itemgetter
 from typing import Any
 
 import click
@@ -22,6 +23,7 @@ import click
 from qdevolve.cli._db import db_option
 from qdevolve.db import lineage as L
 from qdevolve.db import streams
+from qdevolve.db._tree import Node, run_tree
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.textsafe import terminal_safe, terminal_safe_line
 
@@ -60,6 +62,34 @@ def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(node[k] for k in streams.TREE_KEYS)
 
 
+def _labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) -> list[str]:
+    """:func:`_label` of many programs at once: ``(seq, <qdevolve.db._tree.COLUMNS>)`` rows and
+    their ``(program_id, status, score)`` evaluations.
+    One format string per program; the rare line that is not printable (or a non-string id)
+    is rebuilt by :func:`_label`, which makes it terminal-safe."""
+    if not set(map(type, map(itemgetter(1), rows))) <= {str}:  # a tampered id: every line exact
+        return [_label((pid, gen, op, pv, ev[1], ev[2]), label)
+                for (_seq, pid, gen, op, pv, _isl), ev in zip(rows, evs, strict=True)]
+    tails = {st: "" if st == "ok" else ", unevaluated" if st is None else f", {_safe(st)}"
+             for st in set(map(itemgetter(1), evs))}
+    pairs = zip(rows, evs, strict=True)
+    if label == "score":
+        out = [f"{pid[:10]}  score={'-' if ev[2] is None else format(ev[2], '.6g')}  (gen {gen}, {op}{tails[ev[1]]})"
+               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
+    elif label == "operator":
+        out = [f"{pid[:10]}  {op}  (gen {gen}, score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
+               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
+    else:
+        out = [f"{pid[:10]}  {'policy=-' if pv is None else f'policy=v{pv}'}  (gen {gen}, {op}, "
+               f"score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
+               for (_seq, pid, gen, op, pv, _isl), ev in pairs]
+    if not "".join(out).isprintable():
+        for i, ((_seq, pid, gen, op, pv, _isl), ev) in enumerate(zip(rows, evs, strict=True)):
+            if not out[i].isprintable():
+                out[i] = _label((pid, gen, op, pv, ev[1], ev[2]), label)
+    return out
+
+
 @click.group()
 def lineage() -> None:
     """Inspect lineage trees: tree, show, ancestry, diff, export, policy."""
@@ -78,37 +108,31 @@ def lineage() -> None:
 def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, label: str) -> None:
     """A run's lineage tree, depth- and top-K-bounded."""
     with open_store(db) as store:
-        starts: list[tuple[Any, ...]] = []
         if root:
             node = next(iter(L.nodes(store, [store.get_program(root).id]).values()))
-            starts, total, rid = [_tuple(node)], 1, node["run_id"]
+            found, total, rid = [_tuple(node)], 1, node["run_id"]
         else:
             rid = store.resolve_run(run_id)
         run, n_programs = store.get_run(rid), store.count_programs(rid)
         if not root and n_programs > _WIDE:  # a large run: one pass gives the roots and every level
-            kids = streams.tree_children(store, rid, top, roots=starts)
-            starts, total = starts[:top], len(starts)
+            starts, _ = run_tree(store, rid, lambda rows, evs: _labels(rows, evs, label))
+            total = len(starts)
         else:
             if not root:
-                found, total = L.roots(store, rid, top)
-                starts = [_tuple(s) for s in found]
-            kids = _levels(store, rid, starts, depth, top)
+                seeds, total = L.roots(store, rid, top)
+                found = [_tuple(s) for s in seeds]
+            starts = _link(found, *_levels(store, rid, found, depth, top, label), label)
         head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {n_programs} programs"
     lines = _Lines()
     lines.append(head)
-    more_roots = total - len(starts)
-    for i, s in enumerate(starts):
-        _grow(lines, s, kids, label, depth, "", last=i == len(starts) - 1 and more_roots <= 0,
-              level=0, path=set())
-    if more_roots > 0:
-        lines.append(f"└── ... {more_roots} more roots")
+    _walk(lines, starts[:top], total - len(starts[:top]), depth, top)
     lines.flush()
 
 
 class _Lines:
     """Lines printed in blocks as the tree is walked (a 200,000-line tree is never held whole)."""
 
-    def __init__(self, block: int = 4096) -> None:
+    def __init__(self, block: int = 8192) -> None:
         self.buf: list[str] = []
         self.block = block
 
@@ -120,16 +144,17 @@ class _Lines:
     def flush(self) -> None:
         if self.buf:
             click.echo("\n".join(self.buf))
-            self.buf = []
+            self.buf.clear()
 
 
 _WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
 
 
-def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], depth: int,
-            top: int) -> dict[str, tuple[list[tuple[Any, ...]], int]]:
+def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], depth: int, top: int,
+            label: str) -> tuple[dict[str, tuple[list[tuple[Any, ...]], int]], dict[str, Node]]:
     """Top-``top`` children of every node within ``depth`` levels: one ranked query per
-    level (per 500 parents), or one streamed pass over the run once a level is wide."""
+    level (per 500 parents) while levels are narrow; once a level is wide, the whole run in
+    one pass (its nodes, returned second, then serve the levels below)."""
     kids: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
     frontier = [s[0] for s in starts]
     for _ in range(depth):
@@ -137,34 +162,57 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
         if not todo:
             break
         if len(todo) > _WIDE:
-            everything = streams.tree_children(store, run_id, top)
-            return {**everything, **kids}
+            return kids, run_tree(store, run_id, lambda rows, evs: _labels(rows, evs, label))[1]
         for pid, (items, n) in streams.children_of(store, todo, top).items():
             kids[pid] = ([_tuple(k) for k in items], n)
         frontier = [k[0] for pid in todo for k in kids[pid][0]]
-    return kids
+    return kids, {}
 
 
-def _grow(lines: _Lines, n: tuple[Any, ...], kids: dict[str, tuple[list[tuple[Any, ...]], int]],
-          label: str, depth: int, prefix: str, *, last: bool, level: int, path: set[str]) -> None:
-    """Append ``n`` and its shown descendants with tree guides (``├──``, ``└──``, ``│``);
-    ``path`` holds the ids above ``n`` (a cycle in a tampered database stops there)."""
-    lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(n, label)}")
-    pid = n[0]
-    if level >= depth or pid in path:
-        return
-    children, n_kids = kids.get(pid, ((), 0))
-    if not children and n_kids == 0:
-        return
-    inner = prefix + ("    " if last else "│   ")
-    more = n_kids - len(children)
-    path.add(pid)
-    for i, k in enumerate(children):
-        _grow(lines, k, kids, label, depth, inner, last=i == len(children) - 1 and more <= 0,
-              level=level + 1, path=path)
-    path.discard(pid)
-    if more > 0:
-        lines.append(f"{inner}└── ... {more} more")
+def _link(starts: list[tuple[Any, ...]], kids: dict[str, tuple[list[tuple[Any, ...]], int]],
+          whole: dict[str, Node], label: str) -> list[Node]:
+    """Tree nodes for :func:`_walk` from level-by-level children (which take precedence) over
+    the nodes of a whole-run pass; returns the nodes of ``starts``."""
+    nodes = whole
+    for t in [*starts, *(k for items, _ in kids.values() for k in items)]:
+        if t[0] not in nodes:
+            nodes[t[0]] = [_label(t, label), None, 0, t[0]]
+    for pid, (items, total) in kids.items():
+        node = nodes.get(pid)
+        if node is not None:
+            node[1], node[2] = [nodes[k[0]] for k in items] or None, total - len(items)
+    return [nodes[s[0]] for s in starts]
+
+
+def _walk(lines: _Lines, roots: list[Node], more_roots: int, depth: int, top: int) -> None:
+    """Append the tree below ``roots`` with guides (``├──``, ``└──``, ``│``): up to ``top``
+    children per node, ``depth`` levels; a node already on the path above it (a cycle in a
+    tampered database) is shown but not expanded."""
+    buf, path = lines.buf, set()
+    app = buf.append
+
+    def grow(shown: list[Node], more: int, inner: str, level: int, rest: str) -> None:
+        mid, deeper, last = inner + "├── ", inner + "│   ", len(shown) - 1 if more <= 0 else -1
+        for i, node in enumerate(shown):
+            if i == last:
+                app(inner + "└── " + node[0])
+                below = inner + "    "
+            else:
+                app(mid + node[0])
+                below = deeper
+            kids = node[1]
+            if kids is not None and level < depth and node[3] not in path:
+                pid = node[3]
+                path.add(pid)
+                n = len(kids)
+                grow(kids if n <= top else kids[:top], max(n - top, 0) + node[2], below, level + 1, " more")
+                path.discard(pid)
+                if len(buf) >= lines.block:
+                    lines.flush()
+        if more > 0:
+            app(f"{inner}└── ... {more}{rest}")
+
+    grow(roots, more_roots, "", 0, " more roots")
 
 
 def _print_kv(title: str, d: dict[str, Any]) -> None:

@@ -1,7 +1,10 @@
 """Whole-run views that stay cheap at 200,000 programs: streamed, aggregated in the database.
 
-* :func:`export_run` writes GraphML, node-link JSON or DOT straight from paged queries,
-  without building a networkx graph or holding the file in memory.
+* :func:`export_run` writes GraphML, node-link JSON or DOT from three plain scans of the
+  run joined by program id (:mod:`qdevolve.db._scans`), one format string per node and edge
+  when nothing needs escaping, without building a networkx graph or holding the file.
+* :func:`tree_children` and :func:`all_children` give every program's ranked children from
+  one pass over the run (:mod:`qdevolve.db._tree`).
 * :func:`children_of` fetches the top-K children of many parents in one query per 500
   parents (a window function ranks each parent's children), so ``lineage tree`` costs one
   query per level instead of two per node.
@@ -17,15 +20,18 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections.abc import Collection, Iterator, Sequence
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import bindparam, text
 
 from qdevolve.db._rows import known_status
+from qdevolve.db._scans import NO_EVAL, quiet_gc
 from qdevolve.db._scans import RunRows as _RunRows
+from qdevolve.db._tree import run_tree
 from qdevolve.db.store import LineageStore
 from qdevolve.types import EvalResult, Program
 
@@ -65,21 +71,33 @@ def export_run(store: LineageStore, run_id: str | None, path: str | Path,
     rid = store.resolve_run(run_id)
     writer = {"graphml": _GraphML, "json": _NodeLink, "dot": _Dot}[format]
     source = _RunRows(store, rid)
+    ids: set[str] = set()  # the run's program ids: an edge is written when both ends are
     with Path(path).open("w", encoding="utf-8") as fh:
         w = writer(fh, rid)
         n_nodes = 0
         if isinstance(w, _GraphML):
-            for rows in source.raw_pages():
-                w.page(rows, source)
-                n_nodes += len(rows)
+            with quiet_gc():
+                single, multi = source.parents()
+                parent_text = {**single, **{c: " ".join(ps) for c, ps in multi.items()}} if multi else single
+                del single
+                latest = source.latest()
+                for rows in source.program_pages("id, generation, island, operator, policy_version"):
+                    pids = list(map(itemgetter(1), rows))
+                    w.page(rows, pids, list(map(latest.get, pids, repeat(NO_EVAL))),
+                           list(map(parent_text.get, pids, repeat(""))))
+                    ids.update(pids)
+                    n_nodes += len(rows)
+                del latest, parent_text
         else:
             for page in source.pages():
                 for node in page:
                     w.node(node)
+                    ids.add(node["id"])
                 n_nodes += len(page)
         w.between()
         n_edges = 0
         for chunk in source.edges():
+            chunk = [e for e in chunk if e[0] in ids and e[1] in ids]
             if isinstance(w, _GraphML):
                 w.edge_page(chunk)
             else:
@@ -88,6 +106,24 @@ def export_run(store: LineageStore, run_id: str | None, path: str | Path,
             n_edges += len(chunk)
         w.end()
     return n_nodes, n_edges
+
+
+def _plain(values: Sequence[Any]) -> bool:
+    """Every value a string that XML takes as it is (no escaping, no replacement)."""
+    if not set(map(type, values)) <= _STR:
+        return False
+    text_ = "".join(values)
+    if text_.isascii():  # the common case, checked at C speed: no markup, no control byte
+        raw = text_.encode("ascii")
+        return len(raw.translate(None, _XML_SPECIAL_ASCII)) == len(raw)
+    return not _XML_SPECIAL.search(text_)
+
+
+_XML_SPECIAL_ASCII = b'&<>"' + bytes(range(32))  # _XML_SPECIAL within ASCII
+
+
+_STR, _INT, _INT_OR_NONE = {str}, {int}, {int, type(None)}
+_NUMBER_OR_NONE = {float, int, type(None)}
 
 
 class _GraphML:
@@ -138,41 +174,58 @@ class _GraphML:
         """XML-escaped text; plain strings (hex ids, operator names) skip the escaping."""
         return self.xml(s) if _XML_SPECIAL.search(s) else s
 
-    def page(self, rows: list[tuple[Any, ...]], src: _RunRows) -> None:
-        """Nodes from :meth:`_RunRows.raw_pages` rows: one format string per node when none
-        of its strings needs escaping (one regex test on them all), else :meth:`node`."""
+    def page(self, rows: list[tuple[Any, ...]], pids: list[str], evs: list[tuple[Any, ...]],
+             parents: list[str]) -> None:
+        """Node lines for ``(seq, id, generation, island, operator, policy_version)`` rows with
+        their latest evaluations and parent texts: one format string per node when the page
+        needs no escaping (checked once per column), else :meth:`node` per node."""
         from qdevolve.db.lineage import NO_POLICY
 
-        out, special, rtext, latest, pop = [], _XML_SPECIAL.search, self.run_text, src.latest, src.parents.pop
-        none = (None, None)
-        for _seq, pid, gen, isl, op, pv in rows:
-            status, score = latest.get(pid, none)
-            ps = pop(pid, None)
-            plist = "" if ps is None else ps if isinstance(ps, str) else " ".join(x for _, x in ps)
-            if type(op) is not str or special(f"{pid}{op}{status}{plist}") or type(gen) is not int \
-                    or type(isl) is not int or (pv is not None and type(pv) is not int) \
-                    or (score is not None and type(score) is not float):
+        _seqs, _ids, gens, isls, ops, pvs = zip(*rows, strict=True)
+        statuses = set(map(itemgetter(1), evs))
+        if not (_plain(pids) and _plain(ops) and _plain(parents) and set(map(type, gens)) <= _INT
+                and set(map(type, isls)) <= _INT and set(map(type, pvs)) <= _INT_OR_NONE
+                and set(map(type, map(itemgetter(2), evs))) <= _NUMBER_OR_NONE
+                and _plain([s for s in statuses if s is not None])):
+            for (_seq, pid, gen, isl, op, pv), (_p, status, score), plist in zip(rows, evs, parents, strict=True):
                 self.node({"id": pid, "run_id": self.run_id, "generation": gen, "island": isl, "operator": op,
                            "policy_version": pv, "status": status, "score": score,
                            "parent_ids": plist.split(" ") if plist else []})
-                continue
-            out.append(f'<node id="{pid}"><data key="n0">{pid}</data>{rtext}<data key="n2">{gen}</data>'
-                       f'<data key="n3">{isl}</data><data key="n4">{op}</data>'
-                       f'<data key="n5">{NO_POLICY if pv is None else pv}</data>'
-                       + ("" if status is None else f'<data key="n6">{status}</data>')
-                       + f'<data key="n7">{"NaN" if score is None else score}</data>'
-                       f'<data key="n8">{plist}</data></node>\n')
-        self.fh.write("".join(out))
+            return
+        # The page as one string from interleaved columns: C loops place the pieces, Python
+        # only renders the numbers (a float's repr is the one per-node cost left).
+        n = len(rows)
+        mid = {s: "</data>" + ("" if s is None else f'<data key="n6">{s}</data>') + '<data key="n7">'
+               for s in statuses}
+        parts: list[Any] = [None] * (13 * n)
+        parts[0::13] = ['<node id="'] * n
+        parts[1::13] = pids
+        parts[2::13] = ['"><data key="n0">'] * n
+        parts[3::13] = pids
+        parts[4::13] = [f'</data>{self.run_text}<data key="n2">'] * n
+        parts[5::13] = map(str, gens)
+        parts[6::13] = ['</data><data key="n3">'] * n
+        parts[7::13] = map(str, isls)
+        parts[8::13] = ['</data><data key="n4">'] * n
+        parts[9::13] = ops
+        parts[10::13] = [f'</data><data key="n5">{NO_POLICY if pv is None else pv}' for pv in pvs]
+        parts[11::13] = [f'{mid[ev[1]]}{"NaN" if ev[2] is None else ev[2]}</data><data key="n8">' for ev in evs]
+        parts[12::13] = [f"{p}</data></node>\n" for p in parents]
+        self.fh.write("".join(parts))
 
     def edge_page(self, edges: list[tuple[str, str, str, int]]) -> None:
-        out, special = [], _XML_SPECIAL.search
-        for a, b, role, position in edges:
-            if special(f"{a}{b}{role}") or type(position) is not int:
-                self.edge(a, b, role, position)
-                continue
-            out.append(f'<edge source="{a}" target="{b}"><data key="e0">{role}</data>'
-                       f'<data key="e1">{position}</data></edge>\n')
-        self.fh.write("".join(out))
+        if not edges:
+            return
+        a, b, roles, positions = zip(*edges, strict=True)
+        if not (_plain(a) and _plain(b) and _plain(list(set(roles))) and set(map(type, positions)) <= _INT):
+            for edge in edges:
+                self.edge(*edge)
+            return
+        n = len(edges)
+        parts: list[Any] = ['<edge source="', None, '" target="', None, '"><data key="e0">', None,
+                            '</data><data key="e1">', None, "</data></edge>\n"] * n
+        parts[1::9], parts[3::9], parts[5::9], parts[7::9] = a, b, roles, map(str, positions)
+        self.fh.write("".join(parts))
 
     def between(self) -> None:
         pass
@@ -274,36 +327,20 @@ TREE_KEYS = ("id", "generation", "operator", "policy_version", "status", "score"
 
 def tree_children(store: LineageStore, run_id: str, top: int,
                   roots: list[tuple[Any, ...]] | None = None) -> dict[str, tuple[list[tuple[Any, ...]], int]]:
-    """For every program of the run: up to ``top`` children (best score first, unevaluated
-    last, then insertion order) as :data:`TREE_KEYS` tuples, and how many it has. One pass
-    over the run's scans (:class:`_RunRows`), no per-node objects beyond one tuple each.
-    ``roots``: when given, filled with the run's programs without parents, ranked the same."""
-    src, none, intern = _RunRows(store, run_id, keep_ids=False), (None, None), sys.intern
-    kids: dict[str, list[tuple[Any, ...]]] = {}
-    for rows in src.raw_pages():  # insertion order: the stable sort keeps it on ties
-        latest, pop = src.latest, src.parents.pop
-        for _seq, pid, gen, isl, op, pv in rows:
-            status, score = latest.get(pid, none)
-            node = (pid, gen, intern(op) if type(op) is str else op, pv, status, score, isl)
-            ps = pop(pid, None)
-            if ps is None:
-                if roots is not None:
-                    roots.append(node)
-                continue
-            for parent in (ps,) if isinstance(ps, str) else dict.fromkeys(x for _, x in ps):
-                got = kids.get(parent)
-                if got is None:
-                    kids[parent] = [node]
-                else:
-                    got.append(node)
+    """For every program of the run with children: up to ``top`` children (best score first,
+    unevaluated last, then insertion order) as :data:`TREE_KEYS` tuples, and how many it has,
+    from one pass over the run (:func:`qdevolve.db._tree.run_tree`). ``roots``: when given,
+    filled with the run's programs without parents, ranked the same."""
+    found, nodes = run_tree(store, run_id, _tree_tuples)
     if roots is not None:
-        roots.sort(key=_rank)
-    out: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
-    for pid, items in kids.items():
-        if len(items) > 1:
-            items.sort(key=_rank)
-        out[pid] = (items[:top], len(items))
-    return out
+        roots.extend(n[0] for n in found)
+    return {pid: ([k[0] for k in n[1][:top]], len(n[1])) for pid, n in nodes.items() if n[1]}
+
+
+def _tree_tuples(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """:data:`TREE_KEYS` tuples from ``(seq, id, generation, operator, policy_version, island)``
+    rows (:data:`qdevolve.db._tree.COLUMNS`) and their evaluations."""
+    return [(pid, gen, op, pv, ev[1], ev[2], isl) for (_seq, pid, gen, op, pv, isl), ev in zip(rows, evs, strict=True)]
 
 
 def all_children(store: LineageStore, run_id: str,
@@ -315,11 +352,6 @@ def all_children(store: LineageStore, run_id: str,
         out[pid] = ([{"id": t[0], "run_id": run_id, "generation": t[1], "island": t[6], "operator": t[2],
                       "policy_version": t[3], "status": t[4], "score": t[5]} for t in items], total)
     return out
-
-
-def _rank(node: tuple[Any, ...]) -> tuple[bool, float]:
-    score = node[5]
-    return (score is None, -score if score is not None else 0.0)
 
 
 # -- archive replay ----------------------------------------------------------------------------

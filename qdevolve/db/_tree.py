@@ -1,0 +1,118 @@
+"""A whole run's lineage tree in one pass: every program with its children, ranked.
+
+Children are ranked as :func:`qdevolve.db.lineage.children` ranks them: best score first,
+unevaluated last, then insertion order. Instead of sorting each parent's list, the whole run
+is sorted once by score (a stable sort of programs already in insertion order) and each
+program is then handed to its parents in that order, so every list comes out ranked. The
+data come from three plain scans (:class:`~qdevolve.db._scans.RunRows`) joined by program id
+with C-level ``dict``/``map`` passes; the only per-program Python is the caller's payload
+(e.g. the line a tree view prints) and one loop that links children to parents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from qdevolve.db._scans import NO_EVAL, RunRows, quiet_gc
+
+if TYPE_CHECKING:
+    from qdevolve.db.store import LineageStore
+
+__all__ = ["COLUMNS", "Node", "run_tree", "rank_key"]
+
+COLUMNS = "id, generation, operator, policy_version, island"  # payload rows: (seq, <COLUMNS>)
+_INF = float("inf")
+
+# A node: [payload, children (list of nodes, ranked) or None, hidden children, program id].
+# "Hidden" counts children known to exist but not listed (a view fetched only the top K).
+Node = list
+
+Payloads = Callable[[list[tuple[Any, ...]], list[tuple[Any, ...]]], Sequence[Any]]
+
+
+def rank_key(score: Any) -> tuple[bool, Any]:
+    """The children order of :func:`qdevolve.db.lineage.children` as a sort key."""
+    return (score is None, -score if score is not None else 0.0)
+
+
+def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list[Node], dict[str, Node]]:
+    """Every program of the run as a :data:`Node`, linked to its ranked children.
+
+    Args:
+        payloads: called with each page of the run's program rows (``(seq, <COLUMNS>)``, in
+            insertion order) and the matching latest-evaluation rows ``(program_id, status,
+            score)`` (``(None, None, None)`` when unevaluated); returns one payload per row.
+
+    Returns:
+        ``(roots, nodes)``: the programs without parents, ranked, and program id -> node.
+    """
+    src = RunRows(store, run_id)
+    with quiet_gc():
+        single, multi = src.parents()
+        parents: dict[str, Any] = {**single, **multi} if multi else single
+        del single
+        latest = src.latest()
+        pids: list[str] = []
+        nodes: list[Node] = []
+        scores: list[Any] = []
+        for rows in src.program_pages(COLUMNS):  # a page at a time: rows never held whole
+            ids = list(map(itemgetter(1), rows))
+            evs = list(map(latest.get, ids, repeat(NO_EVAL)))
+            nodes += [[p, None, 0, pid] for p, pid in zip(payloads(rows, evs), ids, strict=True)]
+            pids += ids
+            scores += map(itemgetter(2), evs)
+        del latest, rows, evs
+        by_id = dict(zip(pids, nodes, strict=True))
+        order = _score_order(scores)
+        roots: list[Node] = []
+        ranked = order is not None
+        seq = order if ranked else range(len(nodes))
+        _link(map(nodes.__getitem__, seq), map(parents.get, map(pids.__getitem__, seq)), by_id, roots)
+        if not ranked:  # a NaN or -inf score: sort each list exactly as the per-parent query
+            score_of = dict(zip(pids, scores, strict=True))
+            key = lambda n: rank_key(score_of[n[3]])  # noqa: E731
+            roots.sort(key=key)
+            for n in nodes:
+                if n[1] is not None and len(n[1]) > 1:
+                    n[1].sort(key=key)
+    return roots, by_id
+
+
+def _score_order(scores: list[Any]) -> list[int] | None:
+    """Program indices best score first, unevaluated last, ties in insertion order; None
+    when a score is NaN or -inf (no single float key then matches :func:`rank_key`)."""
+    keys = [_INF if s is None else -s for s in scores]
+    try:
+        if keys.count(_INF) != scores.count(None) or any(map(math.isnan, keys)):
+            return None
+    except (TypeError, OverflowError):
+        return None
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def _link(nodes: Any, parents: Any, by_id: dict[str, Node], roots: list[Node]) -> None:
+    """Append each node to the children of each of its parents (or to ``roots``), in the
+    order given. A parent outside the run keeps no node; a parent named twice, once."""
+    get = by_id.get
+    for node, p in zip(nodes, parents, strict=True):
+        up = get(p)
+        if up is not None:
+            kids = up[1]
+            if kids is None:
+                up[1] = [node]
+            else:
+                kids.append(node)
+        elif p is None:
+            roots.append(node)
+        elif type(p) is tuple:
+            for q in dict.fromkeys(p):
+                up = get(q)
+                if up is not None:
+                    if up[1] is None:
+                        up[1] = [node]
+                    else:
+                        up[1].append(node)
