@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 
 from sqlalchemy import Connection, text
 
-__all__ = ["BUDGET_KEY", "CLAIM_PREFIX", "init_budget", "take_budget", "budget_stored",
+__all__ = ["BUDGET_KEY", "CLAIM_PREFIX", "init_budget", "take_budget", "budget_stored", "reconcile_budget",
            "claim_program", "release_program", "claimed_by"]
 
 BUDGET_KEY = "budget.stored"  # children stored so far (JSON integer)
@@ -69,6 +70,20 @@ def take_budget(c: Connection, run_id: str, n: int, total: int) -> bool:
         "WHERE run_id = :r AND key = :k AND CAST(value AS INTEGER) + :n <= :total"),
         {"r": run_id, "k": BUDGET_KEY, "n": int(n), "total": int(total)})
     return res.rowcount == 1
+
+
+def reconcile_budget(c: Connection, run_id: str) -> tuple[int | None, int]:
+    """Set a run's own counter to its stored children (on resume, under the run lease);
+    returns ``(counter before, stored children)``. Never for a pool's counter."""
+    before = budget_stored(c, run_id)
+    stored = int(c.execute(text("SELECT COUNT(*) FROM programs WHERE run_id = :r AND operator <> 'seed'"),
+                           {"r": run_id}).scalar() or 0)
+    if before is not None and before != stored:
+        warnings.warn(f"run {run_id[:12]}: budget counter said {before} stored children, the database "
+                      f"holds {stored}; counter reset", stacklevel=3)
+        c.execute(text("UPDATE run_state SET value = :v WHERE run_id = :r AND key = :k"),
+                  {"r": run_id, "k": BUDGET_KEY, "v": json.dumps(stored)})
+    return before, stored
 
 
 def budget_stored(c: Connection, run_id: str) -> int | None:

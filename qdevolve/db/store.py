@@ -248,6 +248,10 @@ class LineageStore:
         with self._begin() as c:
             claims.init_budget(c, counter, stored)
 
+    def reconcile_budget(self, run_id: str) -> tuple[int | None, int]:  # claims.reconcile_budget
+        with self._begin() as c:
+            return claims.reconcile_budget(c, run_id)
+
     def budget_stored(self, counter: str) -> int | None:
         """Units the budget counter has counted (``None`` before :meth:`init_budget`)."""
         with self._connect() as c:

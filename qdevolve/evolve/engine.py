@@ -360,6 +360,8 @@ class Evolution:
         lease = self.store.lease(self.run_id).acquire()  # one writer per run: refuses while another lives
         self.store.update_run(self.run_id, status="running")
         self.store.set_state(self.run_id, "budget", self.config.iterations)
+        if not self.config.budget_pool:  # the run's own counter, under its lease, equals its children
+            self.store.reconcile_budget(self.run_id)
         t0 = time.time()
         self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
         status = "stopped"

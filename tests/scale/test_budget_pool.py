@@ -99,3 +99,29 @@ def test_run_state_upsert_is_race_free_on_postgres(pg_url: str) -> None:
         assert p.returncode == 0, err[-2000:]
     assert st.get_state(rid, "shared")["i"] == 59
     st.close()
+
+
+def test_resume_resets_a_drifted_counter_of_its_own_run(tmp_path: Path) -> None:
+    """A run's own budget counter equals its stored children when it (re)starts: one that
+    drifted is reset with a warning, so resume finishes the budget exactly (once seen in CI:
+    a counter at the budget with a child missing refused the last child with BudgetSpent)."""
+    example = write_example(tmp_path / "ex", iterations=6, sleep=0.0, seed=3)
+    db = tmp_path / "r.sqlite"
+    cmd = [sys.executable, "-m", "qdevolve"]
+    first = subprocess.run([*cmd, "run", str(example), "--db", str(db), "--iterations", "4", "--no-progress"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0, first.stderr[-3000:]
+    st = LineageStore(db, create=False)
+    rid = st.list_runs()[0]["id"]
+    assert st.budget_stored(rid) == st.count_programs(rid) - 1 == 4
+    with st._begin() as c:  # the drift: counted as if the whole budget were stored
+        c.execute(text("UPDATE run_state SET value = '6' WHERE run_id = :r AND key = 'budget.stored'"), {"r": rid})
+    st.close()
+    resumed = subprocess.run([*cmd, "resume", "--db", str(db), "--iterations", "6", "--no-progress"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "budget counter said 6 stored children, the database holds 4" in resumed.stderr
+    st = LineageStore(db, create=False)
+    assert st.count_programs(rid) - 1 == 6 and st.budget_stored(rid) == 6
+    assert st.list_runs()[0]["status"] == "finished"
+    st.close()
