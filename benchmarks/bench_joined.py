@@ -30,7 +30,8 @@ best score; samples, evaluations and copies; pass@1 of each policy version (the 
 samples, copies included, whose program is correct); trainer step seconds, evaluations per
 second, CPU seconds and load. Tables: ``benchmarks/joined_report.py``.
 
-    python benchmarks/bench_joined.py --bases shared                    # the BENCHMARKS.md table: 2,400 samples, 5 seeds
+    python benchmarks/bench_joined.py                                   # default: 2,400 samples, 5 seeds, a base per seed
+    python benchmarks/bench_joined.py --samples 3200 --checkpoints 500,1000,1500,2000   # the BENCHMARKS.md table
     python benchmarks/bench_joined.py --seeds 0 --out s0.md             # one seed; then --merge s0.json,s1.json,...
 """
 
