@@ -16,16 +16,26 @@ from __future__ import annotations
 import difflib
 import json
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from qdevolve.cli._db import db_option
-from qdevolve.db import lineage as L
-from qdevolve.db import streams
-from qdevolve.db._tree import Node, run_tree
-from qdevolve.db.store import LineageStore, open_store
+from qdevolve.db._tree import TREE_KEYS, Node, run_tree
+from qdevolve.db._view import open_view
+from qdevolve.db._xmltext import EXPORT_FORMATS
 from qdevolve.textsafe import terminal_safe, terminal_safe_line
+
+if TYPE_CHECKING:
+    from qdevolve.db.store import LineageStore
+
+
+def open_store(target: str) -> LineageStore:
+    """The store (imported here: ``tree`` and ``export`` on a SQLite file read through a plain
+    ``sqlite3`` view, :func:`qdevolve.db._view.open_view`, and never import SQLAlchemy)."""
+    from qdevolve.db.store import open_store as open_
+
+    return open_(target)
 
 __all__ = ["lineage"]
 
@@ -44,7 +54,7 @@ def _score(v: float | None) -> str:
 
 
 def _label(node: tuple[Any, ...], label: str) -> str:
-    """One tree line's text for a :data:`~qdevolve.db.streams.TREE_KEYS` tuple."""
+    """One tree line's text for a :data:`TREE_KEYS` tuple."""
     pid, gen, op, pv, status, score = node[:6]
     sc = "-" if score is None else f"{score:.6g}"
     op = op if type(op) is str and op.isprintable() else _safe(op)
@@ -59,7 +69,7 @@ def _label(node: tuple[Any, ...], label: str) -> str:
 
 
 def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(node[k] for k in streams.TREE_KEYS)
+    return tuple(node[k] for k in TREE_KEYS)
 
 
 def _labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) -> list[str]:
@@ -107,6 +117,18 @@ def lineage() -> None:
               show_default=True, help="What each node shows first.")
 def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, label: str) -> None:
     """A run's lineage tree, depth- and top-K-bounded."""
+    view = None if root else open_view(db)
+    if view is not None:  # a SQLite file: a large run is read in one pass without the store
+        with view:
+            rid = view.resolve_run(run_id)
+            n_programs = view.count_programs(rid)
+            if n_programs > _WIDE:
+                starts, _ = run_tree(view, rid, lambda rows, evs: _labels(rows, evs, label))
+                head = f"run {_safe(rid[:12])} ({_safe(view.get_run(rid)['name'])}): {n_programs} programs"
+                _print_tree(head, starts, len(starts), depth, top)
+                return
+    from qdevolve.db import lineage as L
+
     with open_store(db) as store:
         if root:
             node = next(iter(L.nodes(store, [store.get_program(root).id]).values()))
@@ -123,6 +145,10 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
                 found = [_tuple(s) for s in seeds]
             starts = _link(found, *_levels(store, rid, found, depth, top, label), label)
         head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {n_programs} programs"
+    _print_tree(head, starts, total, depth, top)
+
+
+def _print_tree(head: str, starts: list[Node], total: int, depth: int, top: int) -> None:
     lines = _Lines()
     lines.append(head)
     _walk(lines, starts[:top], total - len(starts[:top]), depth, top)
@@ -155,6 +181,8 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
     """Top-``top`` children of every node within ``depth`` levels: one ranked query per
     level (per 500 parents) while levels are narrow; once a level is wide, the whole run in
     one pass (its nodes, returned second, then serve the levels below)."""
+    from qdevolve.db import streams
+
     kids: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
     frontier = [s[0] for s in starts]
     for _ in range(depth):
@@ -305,6 +333,8 @@ def _dump(rows: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
 def ancestry(program_id: str, db: str, as_json: bool) -> None:
     """A program and all its ancestors (recursive SQL; the run is never loaded)."""
+    from qdevolve.db import lineage as L
+
     with open_store(db) as store:
         rows = L.ancestry(store, program_id)
     if as_json:
@@ -327,13 +357,20 @@ def diff(a: str, b: str, db: str) -> None:
 @lineage.command()
 @_DB
 @_RUN
-@click.option("--format", "fmt", type=click.Choice(list(L.EXPORT_FORMATS)), default="graphml", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), default="graphml", show_default=True)
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
               help="File to write.")
 def export(db: str, run_id: str | None, fmt: str, out: str) -> None:
     """Export a run's lineage graph as GraphML, node-link JSON or DOT (streamed)."""
-    with open_store(db) as store:
-        n_nodes, n_edges = streams.export_run(store, run_id, out, fmt)
+    from qdevolve.db._export import export_run
+
+    view = open_view(db)
+    if view is not None:  # a SQLite file: read without the store
+        with view:
+            n_nodes, n_edges = export_run(view, run_id, out, fmt)
+    else:
+        with open_store(db) as store:
+            n_nodes, n_edges = export_run(store, run_id, out, fmt)
     click.echo(f"wrote {n_nodes} programs and {n_edges} edges to {_safe(out)} ({fmt})")
 
 

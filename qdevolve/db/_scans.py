@@ -13,16 +13,15 @@ import contextlib
 import gc
 import re
 from collections.abc import Iterator
-from itertools import repeat
-from operator import itemgetter
+from collections import Counter
+from itertools import compress, repeat
+from operator import itemgetter, lt, ne
 from typing import TYPE_CHECKING, Any
-
-from qdevolve.db._engine import CACHE_KIB
 
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
 
-__all__ = ["RunRows", "PAGE", "NO_EVAL", "quiet_gc"]
+__all__ = ["RunRows", "PAGE", "NO_EVAL", "quiet_gc", "genealogy"]
 
 PAGE = 5000
 NO_EVAL = (None, None, None)  # the latest-evaluation row of a program never evaluated
@@ -45,6 +44,30 @@ def quiet_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _dialect(store: Any) -> str:
+    """``sqlite`` or the server's dialect name, for a store or a :class:`~qdevolve.db._view.SqliteView`."""
+    return getattr(store, "dialect", None) or store.engine.dialect.name
+
+
+def genealogy(edges: list[tuple[str, str, str, int]]) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """:meth:`RunRows.parents` from the run's edge rows (:meth:`RunRows.edge_rows`), in C
+    passes but for the children with several parents."""
+    if "inspiration" in set(map(itemgetter(2), edges)):  # inspirations are not parents
+        edges = list(compress(edges, map(ne, map(itemgetter(2), edges), repeat("inspiration"))))
+    single = dict(zip(map(itemgetter(1), edges), map(itemgetter(0), edges), strict=True))
+    multi: dict[str, tuple[str, ...]] = {}
+    if len(single) != len(edges):
+        counts = Counter(map(itemgetter(1), edges))
+        several = set(compress(counts, map(lt, repeat(1), counts.values())))
+        grouped: dict[str, list[tuple[int, str]]] = {}
+        for parent, child, _role, pos in compress(edges, map(several.__contains__, map(itemgetter(1), edges))):
+            grouped.setdefault(child, []).append((pos or 0, parent))
+        for child, ps in grouped.items():
+            multi[child] = tuple(p for _, p in sorted(ps))
+            del single[child]
+    return single, multi
+
+
 class RunRows:
     """A run's nodes from plain scans: :meth:`parents` (the genealogy edges), :meth:`latest`
     (the evaluations, the last one per program wins), :meth:`program_pages` (the programs in
@@ -56,6 +79,11 @@ class RunRows:
     @contextlib.contextmanager
     def cursor(self, sql: str, params: dict[str, Any]) -> Iterator[Any]:
         """The driver's cursor with ``sql`` executed (``:name`` parameters on every driver)."""
+        view = getattr(self.store, "scan_cursor", None)  # a SqliteView: sqlite3 without SQLAlchemy
+        if view is not None:
+            with view(sql, params) as cur:
+                yield cur
+            return
         with self.store._connect() as c:
             sqlite = c.dialect.name == "sqlite"
             if not sqlite:  # sqlite3 reads :name, psycopg %(name)s
@@ -68,6 +96,8 @@ class RunRows:
                 yield cur
             finally:
                 if sqlite:
+                    from qdevolve.db._engine import CACHE_KIB
+
                     cur.execute(f"PRAGMA cache_size={-CACHE_KIB}")
                 cur.close()
 
@@ -82,7 +112,7 @@ class RunRows:
         (a crossover), ordered by edge position then id. Only the run's edges
         (``edges.run_id``) count; inspirations are not parents."""
         r = {"r": self.run_id}
-        agg = "group_concat" if self.store.engine.dialect.name == "sqlite" else "string_agg"
+        agg = "group_concat" if _dialect(self.store) == "sqlite" else "string_agg"
         with self.cursor(f"SELECT COUNT(*) {_GENEALOGY}", r) as cur:  # the index covers both scans
             n_edges = cur.fetchone()[0]
         words: list[str] = []
@@ -132,6 +162,12 @@ class RunRows:
     def programs(self, columns: str) -> list[tuple[Any, ...]]:
         """Every ``(<columns>)`` row of the run's programs in insertion order, in one scan."""
         with self.cursor(f"SELECT {columns} FROM programs WHERE run_id = :r ORDER BY seq",
+                         {"r": self.run_id}) as cur:
+            return cur.fetchall()
+
+    def edge_rows(self) -> list[tuple[str, str, str, int]]:
+        """Every ``(parent, child, role, position)`` edge of the run, in the order of :meth:`edges`."""
+        with self.cursor("SELECT parent_id, child_id, role, position FROM edges WHERE run_id = :r",
                          {"r": self.run_id}) as cur:
             return cur.fetchall()
 

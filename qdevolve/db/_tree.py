@@ -5,16 +5,18 @@ unevaluated last, then insertion order. Instead of sorting each parent's list, t
 is sorted once by score (a stable sort of programs already in insertion order) and each
 program is then handed to its parents in that order, so every list comes out ranked. The
 data come from three plain scans (:class:`~qdevolve.db._scans.RunRows`) joined by program id
-with C-level ``dict``/``map`` passes; the only per-program Python is the caller's payload
-(e.g. the line a tree view prints) and one loop that links children to parents.
+with C-level ``dict``/``map`` passes, and the children are linked to their parents by one
+sort of integer keys cut into lists by C passes (:func:`_link_ranked`); the only per-program
+Python is the caller's payload (e.g. the line a tree view prints).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from itertools import repeat
-from operator import itemgetter
+from itertools import accumulate, compress, repeat
+from operator import add, floordiv, is_not, itemgetter, mod, mul, not_, setitem
 from typing import TYPE_CHECKING, Any
 
 from qdevolve.db._scans import NO_EVAL, RunRows, quiet_gc
@@ -22,9 +24,10 @@ from qdevolve.db._scans import NO_EVAL, RunRows, quiet_gc
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
 
-__all__ = ["COLUMNS", "Node", "run_tree", "rank_key"]
+__all__ = ["COLUMNS", "TREE_KEYS", "Node", "run_tree", "rank_key"]
 
 COLUMNS = "id, generation, operator, policy_version, island"  # payload rows: (seq, <COLUMNS>)
+TREE_KEYS = ("id", "generation", "operator", "policy_version", "status", "score", "island")  # a view's node tuple
 _INF = float("inf")
 
 # A node: [payload, children (list of nodes, ranked) or None, hidden children, program id].
@@ -53,8 +56,6 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
     src = RunRows(store, run_id)
     with quiet_gc():
         single, multi = src.parents()
-        parents: dict[str, Any] = {**single, **multi} if multi else single
-        del single
         latest = src.latest()
         pids: list[str] = []
         nodes: list[Node] = []
@@ -62,24 +63,57 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
         for rows in src.program_pages(COLUMNS):  # a page at a time: rows never held whole
             ids = list(map(itemgetter(1), rows))
             evs = list(map(latest.get, ids, repeat(NO_EVAL)))
-            nodes += [[p, None, 0, pid] for p, pid in zip(payloads(rows, evs), ids, strict=True)]
+            found = payloads(rows, evs)
+            if len(found) != len(ids):
+                raise ValueError(f"payloads gave {len(found)} payloads for {len(ids)} rows")
+            nodes += map(list, zip(found, repeat(None), repeat(0), ids))
             pids += ids
             scores += map(itemgetter(2), evs)
         del latest, rows, evs
         by_id = dict(zip(pids, nodes, strict=True))
         order = _score_order(scores)
+        if order is not None:
+            return _link_ranked(order, pids, nodes, single, multi), by_id
+        # a NaN or -inf score: link in insertion order, then sort each list as the per-parent query
+        parents: dict[str, Any] = {**single, **multi} if multi else single
         roots: list[Node] = []
-        ranked = order is not None
-        seq = order if ranked else range(len(nodes))
-        _link(map(nodes.__getitem__, seq), map(parents.get, map(pids.__getitem__, seq)), by_id, roots)
-        if not ranked:  # a NaN or -inf score: sort each list exactly as the per-parent query
-            score_of = dict(zip(pids, scores, strict=True))
-            key = lambda n: rank_key(score_of[n[3]])  # noqa: E731
-            roots.sort(key=key)
-            for n in nodes:
-                if n[1] is not None and len(n[1]) > 1:
-                    n[1].sort(key=key)
+        _link(nodes, map(parents.get, pids), by_id, roots)
+        score_of = dict(zip(pids, scores, strict=True))
+        key = lambda n: rank_key(score_of[n[3]])  # noqa: E731
+        roots.sort(key=key)
+        for n in nodes:
+            if n[1] is not None and len(n[1]) > 1:
+                n[1].sort(key=key)
     return roots, by_id
+
+
+def _link_ranked(order: list[int], pids: list[str], nodes: list[Node], single: dict[str, str],
+                 multi: dict[str, tuple[str, ...]]) -> list[Node]:
+    """Set every node's children, ranked, and return the roots, ranked; ``order``: the
+    program indices best first. Each (parent, child) link becomes one integer
+    ``parent index * n + child rank``; one sort of those gives every child list in rank order,
+    and C passes cut it into the lists. Only the children with several parents take a
+    Python loop. A parent outside the run keeps no node; a parent named twice, once."""
+    n = len(pids)
+    pos = dict(zip(pids, range(n), strict=True))
+    ranked = list(map(pids.__getitem__, order))
+    up = list(map(pos.get, map(single.get, ranked)))  # parent index by rank; None: none in the run
+    linked = list(map(is_not, up, repeat(None)))
+    keys = list(map(add, map(mul, compress(up, linked), repeat(n)), compress(range(n), linked)))
+    if multi:
+        rank_of = dict(zip(ranked, range(n), strict=True))
+        for child, ps in multi.items():
+            r = rank_of.get(child)
+            if r is not None:
+                keys += [pos[q] * n + r for q in dict.fromkeys(ps) if q in pos]
+    keys.sort()
+    kids = list(map(nodes.__getitem__, map(order.__getitem__, map(mod, keys, repeat(n)))))
+    counts = Counter(map(floordiv, keys, repeat(n)))  # parent index -> children, ascending
+    ends = list(accumulate(counts.values()))
+    deque(map(setitem, map(nodes.__getitem__, counts), repeat(1),
+              map(kids.__getitem__, map(slice, [0, *ends[:-1]], ends))), maxlen=0)
+    parents: Any = {**single, **multi} if multi else single
+    return list(map(nodes.__getitem__, compress(order, map(not_, map(parents.__contains__, ranked)))))
 
 
 def _score_order(scores: list[Any]) -> list[int] | None:
