@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import difflib
 import json
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from qdevolve.cli._db import db_option
+from qdevolve.cli._tree_labels import _safe, label_of, labels
 from qdevolve.db._tree import TREE_KEYS, Node, run_tree
 from qdevolve.db._view import open_view
 from qdevolve.db._xmltext import EXPORT_FORMATS
-from qdevolve.textsafe import terminal_safe, terminal_safe_line
+from qdevolve.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
@@ -42,10 +42,6 @@ __all__ = ["lineage"]
 _DB = db_option()
 
 
-def _safe(value: Any) -> str:
-    """One-line terminal-safe text; printable strings (the common case) pass untouched."""
-    text_ = value if isinstance(value, str) else str(value)
-    return text_ if text_.isprintable() else terminal_safe_line(text_)
 _RUN = click.option("--run", "run_id", default=None, help="Run id or unique prefix (default: the latest run).")
 
 
@@ -53,51 +49,8 @@ def _score(v: float | None) -> str:
     return "-" if v is None else f"{v:.6g}"
 
 
-def _label(node: tuple[Any, ...], label: str) -> str:
-    """One tree line's text for a :data:`TREE_KEYS` tuple."""
-    pid, gen, op, pv, status, score = node[:6]
-    sc = "-" if score is None else f"{score:.6g}"
-    op = op if type(op) is str and op.isprintable() else _safe(op)
-    tail = "" if status == "ok" else ", unevaluated" if status is None else f", {_safe(status)}"
-    short = pid[:10] if type(pid) is str and pid.isprintable() else _safe(str(pid)[:10])
-    if label == "score":
-        return f"{short}  score={sc}  (gen {gen}, {op}{tail})"
-    if label == "operator":
-        return f"{short}  {op}  (gen {gen}, score={sc}{tail})"
-    policy = f"policy=v{pv}" if pv is not None else "policy=-"
-    return f"{short}  {policy}  (gen {gen}, {op}, score={sc}{tail})"
-
-
 def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(node[k] for k in TREE_KEYS)
-
-
-def _labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) -> list[str]:
-    """:func:`_label` of many programs at once: ``(seq, <qdevolve.db._tree.COLUMNS>)`` rows and
-    their ``(program_id, status, score)`` evaluations.
-    One format string per program; the rare line that is not printable (or a non-string id)
-    is rebuilt by :func:`_label`, which makes it terminal-safe."""
-    if not set(map(type, map(itemgetter(1), rows))) <= {str}:  # a tampered id: every line exact
-        return [_label((pid, gen, op, pv, ev[1], ev[2]), label)
-                for (_seq, pid, gen, op, pv, _isl), ev in zip(rows, evs, strict=True)]
-    tails = {st: "" if st == "ok" else ", unevaluated" if st is None else f", {_safe(st)}"
-             for st in set(map(itemgetter(1), evs))}
-    pairs = zip(rows, evs, strict=True)
-    if label == "score":
-        out = [f"{pid[:10]}  score={'-' if ev[2] is None else format(ev[2], '.6g')}  (gen {gen}, {op}{tails[ev[1]]})"
-               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
-    elif label == "operator":
-        out = [f"{pid[:10]}  {op}  (gen {gen}, score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
-               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
-    else:
-        out = [f"{pid[:10]}  {'policy=-' if pv is None else f'policy=v{pv}'}  (gen {gen}, {op}, "
-               f"score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
-               for (_seq, pid, gen, op, pv, _isl), ev in pairs]
-    if not "".join(out).isprintable():
-        for i, ((_seq, pid, gen, op, pv, _isl), ev) in enumerate(zip(rows, evs, strict=True)):
-            if not out[i].isprintable():
-                out[i] = _label((pid, gen, op, pv, ev[1], ev[2]), label)
-    return out
 
 
 @click.group()
@@ -123,7 +76,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = view.resolve_run(run_id)
             n_programs = view.count_programs(rid)
             if n_programs > _WIDE:
-                starts, _ = run_tree(view, rid, lambda rows, evs: _labels(rows, evs, label))
+                starts, _ = run_tree(view, rid, lambda rows, evs: labels(rows, evs, label))
                 head = f"run {_safe(rid[:12])} ({_safe(view.get_run(rid)['name'])}): {n_programs} programs"
                 _print_tree(head, starts, len(starts), depth, top)
                 return
@@ -137,7 +90,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = store.resolve_run(run_id)
         run, n_programs = store.get_run(rid), store.count_programs(rid)
         if not root and n_programs > _WIDE:  # a large run: one pass gives the roots and every level
-            starts, _ = run_tree(store, rid, lambda rows, evs: _labels(rows, evs, label))
+            starts, _ = run_tree(store, rid, lambda rows, evs: labels(rows, evs, label))
             total = len(starts)
         else:
             if not root:
@@ -190,7 +143,7 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
         if not todo:
             break
         if len(todo) > _WIDE:
-            return kids, run_tree(store, run_id, lambda rows, evs: _labels(rows, evs, label))[1]
+            return kids, run_tree(store, run_id, lambda rows, evs: labels(rows, evs, label))[1]
         for pid, (items, n) in streams.children_of(store, todo, top).items():
             kids[pid] = ([_tuple(k) for k in items], n)
         frontier = [k[0] for pid in todo for k in kids[pid][0]]
@@ -204,7 +157,7 @@ def _link(starts: list[tuple[Any, ...]], kids: dict[str, tuple[list[tuple[Any, .
     nodes = whole
     for t in [*starts, *(k for items, _ in kids.values() for k in items)]:
         if t[0] not in nodes:
-            nodes[t[0]] = [_label(t, label), None, 0, t[0]]
+            nodes[t[0]] = [label_of(t, label), None, 0, t[0]]
     for pid, (items, total) in kids.items():
         node = nodes.get(pid)
         if node is not None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Iterator
 from collections import Counter
+from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import itemgetter, lt, ne
 from typing import TYPE_CHECKING, Any

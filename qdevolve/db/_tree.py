@@ -16,7 +16,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, compress, repeat
-from operator import add, floordiv, is_not, itemgetter, mod, mul, not_, setitem
+from operator import add, floordiv, is_, is_not, itemgetter, mod, mul, setitem
 from typing import TYPE_CHECKING, Any
 
 from qdevolve.db._scans import NO_EVAL, RunRows, quiet_gc
@@ -96,24 +96,27 @@ def _link_ranked(order: list[int], pids: list[str], nodes: list[Node], single: d
     Python loop. A parent outside the run keeps no node; a parent named twice, once."""
     n = len(pids)
     pos = dict(zip(pids, range(n), strict=True))
-    ranked = list(map(pids.__getitem__, order))
-    up = list(map(pos.get, map(single.get, ranked)))  # parent index by rank; None: none in the run
-    linked = list(map(is_not, up, repeat(None)))
-    keys = list(map(add, map(mul, compress(up, linked), repeat(n)), compress(range(n), linked)))
+    par = list(map(single.get, pids))  # probed in insertion order: the ids lie in memory that way
+    up = list(map(pos.get, par))  # parent index; None: a root, several parents or one outside the run
+    is_root = list(map(is_, par, repeat(None)))
+    up_ranked = list(map(up.__getitem__, order))
+    linked = list(map(is_not, up_ranked, repeat(None)))
+    keys = list(map(add, map(mul, compress(up_ranked, linked), repeat(n)), compress(range(n), linked)))
     if multi:
-        rank_of = dict(zip(ranked, range(n), strict=True))
+        rank_of = [0] * n
+        deque(map(setitem, repeat(rank_of), order, range(n)), maxlen=0)
         for child, ps in multi.items():
-            r = rank_of.get(child)
-            if r is not None:
-                keys += [pos[q] * n + r for q in dict.fromkeys(ps) if q in pos]
+            c = pos.get(child)
+            if c is not None:
+                is_root[c] = False
+                keys += [pos[q] * n + rank_of[c] for q in dict.fromkeys(ps) if q in pos]
     keys.sort()
     kids = list(map(nodes.__getitem__, map(order.__getitem__, map(mod, keys, repeat(n)))))
     counts = Counter(map(floordiv, keys, repeat(n)))  # parent index -> children, ascending
     ends = list(accumulate(counts.values()))
     deque(map(setitem, map(nodes.__getitem__, counts), repeat(1),
               map(kids.__getitem__, map(slice, [0, *ends[:-1]], ends))), maxlen=0)
-    parents: Any = {**single, **multi} if multi else single
-    return list(map(nodes.__getitem__, compress(order, map(not_, map(parents.__contains__, ranked)))))
+    return list(map(nodes.__getitem__, compress(order, map(is_root.__getitem__, order))))
 
 
 def _score_order(scores: list[Any]) -> list[int] | None:

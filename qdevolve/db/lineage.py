@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
