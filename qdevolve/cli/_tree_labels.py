@@ -7,8 +7,7 @@ override reaches the terminal.
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import add, getitem, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from qdevolve.textsafe import terminal_safe_line
@@ -47,10 +46,7 @@ def labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) 
                 for (_seq, pid, gen, op, pv, _isl), ev in zip(rows, evs, strict=True)]
     tails = {st: "" if st == "ok" else ", unevaluated" if st is None else f", {_safe(st)}"
              for st in set(map(itemgetter(1), evs))}
-    out = _joined_labels(rows, evs, label, tails)
-    if out is not None:
-        pass
-    elif label == "score":
+    if label == "score":
         out = [f"{pid[:10]}  score={'-' if ev[2] is None else format(ev[2], '.6g')}  (gen {gen}, {op}{tails[ev[1]]})"
                for (_seq, pid, gen, op, _pv, _isl), ev in zip(rows, evs, strict=True)]
     elif label == "operator":
@@ -65,49 +61,3 @@ def labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) 
             if not out[i].isprintable():
                 out[i] = label_of((pid, gen, op, pv, ev[1], ev[2]), label)
     return out
-
-
-class _Dash:
-    """Formats as ``-`` (the score of an unevaluated program) under any format spec."""
-
-    def __format__(self, spec: str) -> str:
-        return "-"
-
-
-_DASH, _TEN = {None: _Dash()}, slice(0, 10)
-_POLICY_NONE = {"policy=vNone": "policy=-"}
-
-
-def _joined_labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str,
-                   tails: dict[Any, str]) -> list[str] | None:
-    """The lines of :func:`labels` built by C passes: the pieces of every line interleaved,
-    joined, and split at the newlines; ``None`` when an operator or policy version is not of
-    the stored type, or a piece holds a newline (the per-line format then does it)."""
-    n = len(rows)
-    ops = list(map(itemgetter(3), rows))
-    if not set(map(type, ops)) <= {str}:
-        return None
-    scores = list(map(itemgetter(2), evs))
-    short = map(getitem, map(itemgetter(1), rows), repeat(_TEN))
-    sc = map(format, map(_DASH.get, scores, scores), repeat(".6g"))
-    gens = map(str, map(itemgetter(2), rows))
-    ends = {st: f"{t})\n" for st, t in tails.items()}
-    tail = map(ends.__getitem__, map(itemgetter(1), evs))
-    if label == "score":
-        pieces: tuple[Any, ...] = (short, "  score=", sc, "  (gen ", gens, ", ", ops, tail)
-    elif label == "operator":
-        pieces = (short, "  ", ops, "  (gen ", gens, ", score=", sc, tail)
-    else:
-        pvs = list(map(itemgetter(4), rows))
-        if not set(map(type, pvs)) <= {int, type(None)}:
-            return None
-        policy = list(map(add, repeat("policy=v"), map(str, pvs)))
-        pieces = (short, "  ", map(_POLICY_NONE.get, policy, policy), "  (gen ", gens, ", ", ops, ", score=",
-                  sc, tail)
-    k = len(pieces)
-    parts: list[Any] = [None] * (k * n)
-    for i, piece in enumerate(pieces):
-        parts[i::k] = repeat(piece, n) if type(piece) is str else piece
-    out = "".join(parts).split("\n")
-    out.pop()
-    return out if len(out) == n else None

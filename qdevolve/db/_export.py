@@ -19,8 +19,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from qdevolve.db._scans import NO_EVAL, genealogy, quiet_gc
 from qdevolve.db._scans import RunRows as _RunRows
+from qdevolve.db._scans import genealogy, quiet_gc
 from qdevolve.db._xmltext import EXPORT_FORMATS, NO_POLICY, _xml
 
 if TYPE_CHECKING:
@@ -51,14 +51,11 @@ def export_run(store: LineageStore, run_id: str | None, path: str | Path,
             single, multi = genealogy(edges)
             parent_text = {**single, **{c: " ".join(ps) for c, ps in multi.items()}} if multi else single
             del single
-            latest = source.latest()
-            for rows in source.program_pages("id, generation, island, operator, policy_version"):
-                pids = list(map(itemgetter(1), rows))
-                w.page(rows, pids, list(map(latest.get, pids, repeat(NO_EVAL))),
-                       list(map(parent_text.get, pids, repeat(""))))
+            for rows, pids, evs in source.joined_pages("id, generation, island, operator, policy_version"):
+                w.page(rows, pids, evs, list(map(parent_text.get, pids, repeat(""))))
                 ids.update(pids)
                 n_nodes += len(rows)
-            del latest, parent_text
+            del parent_text
             chunks: Any = [edges]
         else:
             for page in source.pages():

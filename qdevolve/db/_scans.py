@@ -69,9 +69,10 @@ def genealogy(edges: list[tuple[str, str, str, int]]) -> tuple[dict[str, str], d
 
 
 class RunRows:
-    """A run's nodes from plain scans: :meth:`parents` (the genealogy edges), :meth:`latest`
-    (the evaluations, the last one per program wins), :meth:`program_pages` (the programs in
-    insertion order) and :meth:`edges` (every edge, for the exports)."""
+    """A run's nodes from plain scans: :meth:`links` and :meth:`parents` (the genealogy
+    edges), :meth:`joined_pages` (the programs in insertion order with their latest
+    evaluation, the last one per program winning) and :meth:`edges` (every edge, for the
+    exports)."""
 
     def __init__(self, store: LineageStore, run_id: str) -> None:
         self.store, self.run_id = store, run_id
@@ -107,27 +108,33 @@ class RunRows:
             while chunk := cur.fetchmany(PAGE):
                 yield chunk
 
-    def parents(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-        """``(single, multi)``: child id -> its one parent id, and child id -> its parents
-        (a crossover), ordered by edge position then id. Only the run's edges
-        (``edges.run_id``) count; inspirations are not parents."""
+    def links(self) -> tuple[list[str], list[str]]:
+        """The run's genealogy edges as parallel lists ``(children, parents)``. Only the run's
+        edges (``edges.run_id``) count; inspirations are not parents."""
         r = {"r": self.run_id}
         agg = "group_concat" if _dialect(self.store) == "sqlite" else "string_agg"
         with self.cursor(f"SELECT COUNT(*) {_GENEALOGY}", r) as cur:  # the index covers both scans
             n_edges = cur.fetchone()[0]
-        words: list[str] = []
         if n_edges <= _AGGREGATE_MAX:  # one string, no row objects (both databases cap a string at 1 GB)
             with self.cursor(f"SELECT {agg}(child_id || ' ' || parent_id, ' ') {_GENEALOGY}", r) as cur:
                 pairs = cur.fetchone()[0]
             words = pairs.split(" ") if pairs else []
             del pairs
-        if len(words) == 2 * n_edges:
-            it = iter(words)
-            single = dict(zip(it, it, strict=True))
-        else:  # an id holding a space, a very large run, or edges added meanwhile: read the rows
-            with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
-                single = dict(cur)
-        del words
+            if len(words) == 2 * n_edges:
+                return words[0::2], words[1::2]
+        # an id holding a space, a very large run, or edges added meanwhile: read the rows
+        with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
+            rows = cur.fetchall()
+        return list(map(itemgetter(0), rows)), list(map(itemgetter(1), rows))
+
+    def parents(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+        """``(single, multi)``: child id -> its one parent id, and child id -> its parents
+        (a crossover), ordered by edge position then id (edges as :meth:`links`)."""
+        r = {"r": self.run_id}
+        children, ups = self.links()
+        n_edges = len(children)
+        single = dict(zip(children, ups, strict=True))
+        del children, ups
         multi: dict[str, tuple[str, ...]] = {}
         if n_edges != len(single):
             grouped: dict[str, list[tuple[int, str]]] = {}
@@ -140,12 +147,29 @@ class RunRows:
                 single.pop(child, None)  # a live run may have added the edge since the first scan
         return single, multi
 
-    def latest(self) -> dict[str, tuple[str, str, float | None]]:
-        """Program id -> ``(program_id, status, score)`` of its latest evaluation in the run."""
+    def joined_pages(self, columns: str) -> Iterator[tuple[list[tuple[Any, ...]], list[str], list[Any]]]:
+        """:meth:`program_pages` with each page's program ids and latest-evaluation rows
+        ``(program_id, status, score)`` (:data:`NO_EVAL` when unevaluated). While the
+        evaluations (each program evaluated at most once) lie in program order, as a run
+        stores them, a page takes its slice of them; else it looks them up by id."""
         with self.cursor("SELECT program_id, status, score FROM evaluations WHERE run_id = :r "
                          "ORDER BY id", {"r": self.run_id}) as cur:
-            rows = cur.fetchall()
-        return dict(zip(map(itemgetter(0), rows), rows, strict=True))
+            evals = cur.fetchall()
+        ev_ids = list(map(itemgetter(0), evals))
+        aligned = len(set(ev_ids)) == len(ev_ids)  # no program evaluated twice: a slice is the latest
+        latest: dict[str, Any] | None = None
+        at = 0
+        for rows in self.program_pages(columns):
+            ids = list(map(itemgetter(1), rows))
+            if aligned and ev_ids[at:at + len(ids)] == ids:
+                evs = evals[at:at + len(ids)]
+            else:
+                aligned = False
+                if latest is None:
+                    latest = dict(zip(ev_ids, evals, strict=True))
+                evs = list(map(latest.get, ids, repeat(NO_EVAL)))
+            at += len(ids)
+            yield rows, ids, evs
 
     def program_pages(self, columns: str) -> Iterator[list[tuple[Any, ...]]]:
         """Pages of ``(seq, <columns>)`` rows of the run's programs in insertion order."""
@@ -182,12 +206,9 @@ class RunRows:
         rid = self.run_id
         with quiet_gc():
             single, multi = self.parents()
-            latest = self.latest()
-        for rows in self.program_pages("id, generation, island, operator, policy_version"):
-            pids = [row[1] for row in rows]
+        for rows, pids, evs in self.joined_pages("id, generation, island, operator, policy_version"):
             page = []
-            for (_seq, pid, gen, isl, op, pv), ev, one in zip(
-                    rows, map(latest.get, pids, repeat(NO_EVAL)), map(single.get, pids), strict=True):
+            for (_seq, pid, gen, isl, op, pv), ev, one in zip(rows, evs, map(single.get, pids), strict=True):
                 parent_ids = [one] if one is not None else list(multi.get(pid, ()))
                 page.append({"id": pid, "run_id": rid, "generation": gen, "island": isl, "operator": op,
                              "policy_version": pv, "status": ev[1], "score": ev[2], "parent_ids": parent_ids})
