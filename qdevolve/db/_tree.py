@@ -16,10 +16,10 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, compress, repeat
-from operator import add, and_, floordiv, is_not, itemgetter, mod, mul, setitem
+from operator import add, floordiv, is_, is_not, itemgetter, mod, mul, setitem
 from typing import TYPE_CHECKING, Any
 
-from qdevolve.db._scans import RunRows, genealogy, quiet_gc
+from qdevolve.db._scans import RunRows, quiet_gc
 
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
@@ -55,7 +55,7 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
     """
     src = RunRows(store, run_id)
     with quiet_gc():
-        children, ups = src.links()
+        single, multi = src.parents()
         pids: list[str] = []
         nodes: list[Node] = []
         scores: list[Any] = []
@@ -70,9 +70,8 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
         by_id = dict(zip(pids, nodes, strict=True))
         order = _score_order(scores)
         if order is not None:
-            return _link_ranked(order, pids, nodes, children, ups), by_id
+            return _link_ranked(order, pids, nodes, single, multi), by_id
         # a NaN or -inf score: link in insertion order, then sort each list as the per-parent query
-        single, multi = genealogy(list(zip(ups, children, repeat(""), repeat(0))))
         parents: dict[str, Any] = {**single, **multi} if multi else single
         roots: list[Node] = []
         _link(nodes, map(parents.get, pids), by_id, roots)
@@ -85,26 +84,30 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
     return roots, by_id
 
 
-def _link_ranked(order: list[int], pids: list[str], nodes: list[Node], children: list[str],
-                 ups: list[str]) -> list[Node]:
+def _link_ranked(order: list[int], pids: list[str], nodes: list[Node], single: dict[str, str],
+                 multi: dict[str, tuple[str, ...]]) -> list[Node]:
     """Set every node's children, ranked, and return the roots, ranked; ``order``: the
-    program indices best first; ``children``/``ups``: the genealogy edges. Each edge within
-    the run becomes one integer ``parent index * n + child rank``; one sort of the distinct
-    keys (a parent named twice counts once) gives every child list in rank order, and C
-    passes cut it into the lists. A program with an edge is no root, even when its parent
-    lies outside the run (it then keeps no node)."""
+    program indices best first. Each (parent, child) link becomes one integer
+    ``parent index * n + child rank``; one sort of those gives every child list in rank order,
+    and C passes cut it into the lists. Only the children with several parents take a
+    Python loop. A parent outside the run keeps no node; a parent named twice, once."""
     n = len(pids)
     pos = dict(zip(pids, range(n), strict=True))
-    ci = list(map(pos.get, children))
-    pi = list(map(pos.get, ups))
-    known = list(map(is_not, ci, repeat(None)))
-    is_root = [True] * n
-    deque(map(setitem, repeat(is_root), compress(ci, known), repeat(False)), maxlen=0)
-    both = list(map(and_, known, map(is_not, pi, repeat(None))))
-    rank_of = [0] * n
-    deque(map(setitem, repeat(rank_of), order, range(n)), maxlen=0)
-    keys = sorted(set(map(add, map(mul, compress(pi, both), repeat(n)),
-                          map(rank_of.__getitem__, compress(ci, both)))))
+    par = list(map(single.get, pids))  # probed in insertion order: the ids lie in memory that way
+    up = list(map(pos.get, par))  # parent index; None: a root, several parents or one outside the run
+    is_root = list(map(is_, par, repeat(None)))
+    up_ranked = list(map(up.__getitem__, order))
+    linked = list(map(is_not, up_ranked, repeat(None)))
+    keys = list(map(add, map(mul, compress(up_ranked, linked), repeat(n)), compress(range(n), linked)))
+    if multi:
+        rank_of = [0] * n
+        deque(map(setitem, repeat(rank_of), order, range(n)), maxlen=0)
+        for child, ps in multi.items():
+            c = pos.get(child)
+            if c is not None:
+                is_root[c] = False
+                keys += [pos[q] * n + rank_of[c] for q in dict.fromkeys(ps) if q in pos]
+    keys.sort()
     kids = list(map(nodes.__getitem__, map(order.__getitem__, map(mod, keys, repeat(n)))))
     counts = Counter(map(floordiv, keys, repeat(n)))  # parent index -> children, ascending
     ends = list(accumulate(counts.values()))
