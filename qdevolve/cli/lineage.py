@@ -21,6 +21,7 @@ import click
 
 from qdevolve.cli._db import db_option
 from qdevolve.cli._tree_labels import _safe, label_of, labels
+from qdevolve.db._scans import quiet_gc
 from qdevolve.db._tree import TREE_KEYS, Node, run_tree
 from qdevolve.db._view import open_view
 from qdevolve.db._xmltext import EXPORT_FORMATS
@@ -104,7 +105,8 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
 def _print_tree(head: str, starts: list[Node], total: int, depth: int, top: int) -> None:
     lines = _Lines()
     lines.append(head)
-    _walk(lines, starts[:top], total - len(starts[:top]), depth, top)
+    with quiet_gc():  # the walk allocates a line per node: no collection walks the whole run's nodes
+        _walk(lines, starts[:top], total - len(starts[:top]), depth, top)
     lines.flush()
 
 
