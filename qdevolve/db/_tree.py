@@ -13,10 +13,11 @@ Python is the caller's payload (e.g. the line a tree view prints).
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, compress, repeat
-from operator import add, floordiv, is_, is_not, itemgetter, mod, mul, setitem
+from operator import is_, is_not, itemgetter, setitem
 from typing import TYPE_CHECKING, Any
 
 from qdevolve.db._scans import RunRows, quiet_gc
@@ -87,32 +88,37 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
 def _link_ranked(order: list[int], pids: list[str], nodes: list[Node], single: dict[str, str],
                  multi: dict[str, tuple[str, ...]]) -> list[Node]:
     """Set every node's children, ranked, and return the roots, ranked; ``order``: the
-    program indices best first. Each (parent, child) link becomes one integer
-    ``parent index * n + child rank``; one sort of those gives every child list in rank order,
-    and C passes cut it into the lists. Only the children with several parents take a
-    Python loop. A parent outside the run keeps no node; a parent named twice, once."""
+    program indices best first. The children with one parent in the run, taken best first,
+    are sorted (stably) by their parent's index: each parent's children then lie together,
+    ranked, and C passes cut them into the lists. A child with several parents is inserted
+    into each list at its rank (a Python loop over those children only). A parent outside
+    the run keeps no node; a parent named twice, once."""
     n = len(pids)
     pos = dict(zip(pids, range(n), strict=True))
     par = list(map(single.get, pids))  # probed in insertion order: the ids lie in memory that way
     up = list(map(pos.get, par))  # parent index; None: a root, several parents or one outside the run
     is_root = list(map(is_, par, repeat(None)))
-    up_ranked = list(map(up.__getitem__, order))
-    linked = list(map(is_not, up_ranked, repeat(None)))
-    keys = list(map(add, map(mul, compress(up_ranked, linked), repeat(n)), compress(range(n), linked)))
-    if multi:
-        rank_of = [0] * n
-        deque(map(setitem, repeat(rank_of), order, range(n)), maxlen=0)
-        for child, ps in multi.items():
-            c = pos.get(child)
-            if c is not None:
-                is_root[c] = False
-                keys += [pos[q] * n + rank_of[c] for q in dict.fromkeys(ps) if q in pos]
-    keys.sort()
-    kids = list(map(nodes.__getitem__, map(order.__getitem__, map(mod, keys, repeat(n)))))
-    counts = Counter(map(floordiv, keys, repeat(n)))  # parent index -> children, ascending
+    below = sorted(compress(order, map(is_not, map(up.__getitem__, order), repeat(None))), key=up.__getitem__)
+    kids = list(map(nodes.__getitem__, below))
+    counts = Counter(map(up.__getitem__, below))  # parent index -> children, ascending
     ends = list(accumulate(counts.values()))
     deque(map(setitem, map(nodes.__getitem__, counts), repeat(1),
               map(kids.__getitem__, map(slice, [0, *ends[:-1]], ends))), maxlen=0)
+    if multi:
+        rank_of = [0] * n
+        deque(map(setitem, repeat(rank_of), order, range(n)), maxlen=0)
+        rank = lambda node: rank_of[pos[node[3]]]  # noqa: E731
+        for child, ps in multi.items():
+            c = pos.get(child)
+            if c is None:
+                continue
+            is_root[c] = False
+            for p in map(pos.get, dict.fromkeys(ps)):
+                if p is not None:
+                    if nodes[p][1] is None:
+                        nodes[p][1] = [nodes[c]]
+                    else:
+                        insort(nodes[p][1], nodes[c], key=rank)
     return list(map(nodes.__getitem__, compress(order, map(is_root.__getitem__, order))))
 
 
