@@ -43,13 +43,15 @@ def rank_key(score: Any) -> tuple[bool, Any]:
     return (score is None, -score if score is not None else 0.0)
 
 
-def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list[Node], dict[str, Node]]:
+def run_tree(store: LineageStore, run_id: str, payloads: Payloads, *,
+             index: bool = True) -> tuple[list[Node], dict[str, Node]]:
     """Every program of the run as a :data:`Node`, linked to its ranked children.
 
     Args:
         payloads: called with each page of the run's program rows (``(seq, <COLUMNS>)``, in
             insertion order) and the matching latest-evaluation rows ``(program_id, status,
             score)`` (``(None, None, None)`` when unevaluated); returns one payload per row.
+        index: False: the caller needs the roots only (the id -> node map comes back empty).
 
     Returns:
         ``(roots, nodes)``: the programs without parents, ranked, and program id -> node.
@@ -67,11 +69,11 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
             nodes += map(list, zip(found, repeat(None), repeat(0), ids))
             pids += ids
             scores += map(itemgetter(2), evs)
-        del rows, ids, evs, found
-        by_id = dict(zip(pids, nodes, strict=True))
         order = _score_order(scores)
         if order is not None:
-            return _link_ranked(order, pids, nodes, single, multi), by_id
+            ranked = _link_ranked(order, pids, nodes, single, multi)
+            return ranked, dict(zip(pids, nodes, strict=True)) if index else {}
+        by_id = dict(zip(pids, nodes, strict=True))
         # a NaN or -inf score: link in insertion order, then sort each list as the per-parent query
         parents: dict[str, Any] = {**single, **multi} if multi else single
         roots: list[Node] = []
