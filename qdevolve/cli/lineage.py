@@ -77,7 +77,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = view.resolve_run(run_id)
             n_programs = view.count_programs(rid)
             if n_programs > _WIDE:
-                starts, _ = run_tree(view, rid, lambda rows, evs: labels(rows, evs, label), index=False)
+                starts, _ = run_tree(view, rid, lambda rows, evs: labels(rows, evs, label))
                 head = f"run {_safe(rid[:12])} ({_safe(view.get_run(rid)['name'])}): {n_programs} programs"
                 _print_tree(head, starts, len(starts), depth, top)
                 return
@@ -91,7 +91,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = store.resolve_run(run_id)
         run, n_programs = store.get_run(rid), store.count_programs(rid)
         if not root and n_programs > _WIDE:  # a large run: one pass gives the roots and every level
-            starts, _ = run_tree(store, rid, lambda rows, evs: labels(rows, evs, label), index=False)
+            starts, _ = run_tree(store, rid, lambda rows, evs: labels(rows, evs, label))
             total = len(starts)
         else:
             if not root:
