@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
