@@ -77,7 +77,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = view.resolve_run(run_id)
             n_programs = view.count_programs(rid)
             if n_programs > _WIDE:
-                starts, _ = run_tree(view, rid, lambda rows, evs: labels(rows, evs, label))
+                starts, _ = run_tree(view, rid, lambda rows, evs: labels(rows, evs, label), _LABEL_COLUMNS)
                 head = f"run {_safe(rid[:12])} ({_safe(view.get_run(rid)['name'])}): {n_programs} programs"
                 _print_tree(head, starts, len(starts), depth, top)
                 return
@@ -91,7 +91,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = store.resolve_run(run_id)
         run, n_programs = store.get_run(rid), store.count_programs(rid)
         if not root and n_programs > _WIDE:  # a large run: one pass gives the roots and every level
-            starts, _ = run_tree(store, rid, lambda rows, evs: labels(rows, evs, label))
+            starts, _ = run_tree(store, rid, lambda rows, evs: labels(rows, evs, label), _LABEL_COLUMNS)
             total = len(starts)
         else:
             if not root:
@@ -128,6 +128,7 @@ class _Lines:
             self.buf.clear()
 
 
+_LABEL_COLUMNS = "id, generation, operator, policy_version, NULL"  # COLUMNS without the island: no label shows it
 _WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
 
 
@@ -145,7 +146,7 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
         if not todo:
             break
         if len(todo) > _WIDE:
-            return kids, run_tree(store, run_id, lambda rows, evs: labels(rows, evs, label))[1]
+            return kids, run_tree(store, run_id, lambda rows, evs: labels(rows, evs, label), _LABEL_COLUMNS)[1]
         for pid, (items, n) in streams.children_of(store, todo, top).items():
             kids[pid] = ([_tuple(k) for k in items], n)
         frontier = [k[0] for pid in todo for k in kids[pid][0]]

@@ -172,7 +172,14 @@ class RunRows:
             yield rows, ids, evs
 
     def program_pages(self, columns: str) -> Iterator[list[tuple[Any, ...]]]:
-        """Pages of ``(seq, <columns>)`` rows of the run's programs in insertion order."""
+        """Pages of ``(seq, <columns>)`` rows of the run's programs in insertion order. On
+        SQLite one query is read a page at a time and ``seq`` is ``None`` (an integer object
+        less per row); a server's driver may hold a whole result, so there each page is a
+        query of its own, after the last ``seq``."""
+        if _dialect(self.store) == "sqlite":
+            yield from self._scan(f"SELECT NULL, {columns} FROM programs WHERE run_id = :r ORDER BY seq",
+                                  {"r": self.run_id})
+            return
         after = 0
         while True:
             rows = [row for chunk in self._scan(

@@ -41,13 +41,16 @@ def rank_key(score: Any) -> tuple[bool, Any]:
     return (score is None, -score if score is not None else 0.0)
 
 
-def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list[Node], dict[str, Node]]:
+def run_tree(store: LineageStore, run_id: str, payloads: Payloads,
+             columns: str = COLUMNS) -> tuple[list[Node], dict[str, Node]]:
     """Every program of the run as a :data:`Node`, linked to its ranked children.
 
     Args:
         payloads: called with each page of the run's program rows (``(seq, <COLUMNS>)``, in
             insertion order) and the matching latest-evaluation rows ``(program_id, status,
             score)`` (``(None, None, None)`` when unevaluated); returns one payload per row.
+        columns: :data:`COLUMNS` or the same with ``NULL`` for a column the payloads ignore
+            (each column read costs an object per program).
 
     Returns:
         ``(roots, nodes)``: the programs without parents, ranked, and program id -> node.
@@ -58,7 +61,7 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads) -> tuple[list
         pids: list[str] = []
         nodes: list[Node] = []
         scores: list[Any] = []
-        for rows, ids, evs in src.joined_pages(COLUMNS):  # a page at a time: rows never held whole
+        for rows, ids, evs in src.joined_pages(columns):  # a page at a time: rows never held whole
             nodes += [[p, None, 0, pid] for p, pid in zip(payloads(rows, evs), ids, strict=True)]
             pids += ids
             scores += map(itemgetter(2), evs)
