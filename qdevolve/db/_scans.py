@@ -69,9 +69,9 @@ def genealogy(edges: list[tuple[str, str, str, int]]) -> tuple[dict[str, str], d
 
 
 class RunRows:
-    """A run's nodes from plain scans: :meth:`links` and :meth:`parents` (the genealogy
-    edges), :meth:`joined_pages` (the programs in insertion order with their latest
-    evaluation, the last one per program winning) and :meth:`edges` (every edge, for the
+    """A run's nodes from plain scans: :meth:`parents` (the genealogy edges),
+    :meth:`joined_pages` (the programs in insertion order with their latest evaluation, the
+    last one per program winning) and :meth:`edges`/:meth:`edge_rows` (every edge, for the
     exports)."""
 
     def __init__(self, store: LineageStore, run_id: str) -> None:
@@ -108,33 +108,27 @@ class RunRows:
             while chunk := cur.fetchmany(PAGE):
                 yield chunk
 
-    def links(self) -> tuple[list[str], list[str]]:
-        """The run's genealogy edges as parallel lists ``(children, parents)``. Only the run's
-        edges (``edges.run_id``) count; inspirations are not parents."""
+    def parents(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+        """``(single, multi)``: child id -> its one parent id, and child id -> its parents
+        (a crossover), ordered by edge position then id. Only the run's edges
+        (``edges.run_id``) count; inspirations are not parents."""
         r = {"r": self.run_id}
         agg = "group_concat" if _dialect(self.store) == "sqlite" else "string_agg"
         with self.cursor(f"SELECT COUNT(*) {_GENEALOGY}", r) as cur:  # the index covers both scans
             n_edges = cur.fetchone()[0]
+        words: list[str] = []
         if n_edges <= _AGGREGATE_MAX:  # one string, no row objects (both databases cap a string at 1 GB)
             with self.cursor(f"SELECT {agg}(child_id || ' ' || parent_id, ' ') {_GENEALOGY}", r) as cur:
                 pairs = cur.fetchone()[0]
             words = pairs.split(" ") if pairs else []
             del pairs
-            if len(words) == 2 * n_edges:
-                return words[0::2], words[1::2]
-        # an id holding a space, a very large run, or edges added meanwhile: read the rows
-        with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
-            rows = cur.fetchall()
-        return list(map(itemgetter(0), rows)), list(map(itemgetter(1), rows))
-
-    def parents(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-        """``(single, multi)``: child id -> its one parent id, and child id -> its parents
-        (a crossover), ordered by edge position then id (edges as :meth:`links`)."""
-        r = {"r": self.run_id}
-        children, ups = self.links()
-        n_edges = len(children)
-        single = dict(zip(children, ups, strict=True))
-        del children, ups
+        if len(words) == 2 * n_edges:
+            it = iter(words)
+            single = dict(zip(it, it, strict=True))
+        else:  # an id holding a space, a very large run, or edges added meanwhile: read the rows
+            with self.cursor(f"SELECT child_id, parent_id {_GENEALOGY}", r) as cur:
+                single = dict(cur)
+        del words
         multi: dict[str, tuple[str, ...]] = {}
         if n_edges != len(single):
             grouped: dict[str, list[tuple[int, str]]] = {}

@@ -72,7 +72,9 @@ def run_tree(store: LineageStore, run_id: str, payloads: Payloads,
         roots: list[Node] = []
         ranked = order is not None
         seq = order if ranked else range(len(nodes))
-        _link(map(nodes.__getitem__, seq), map(parents.get, map(pids.__getitem__, seq)), by_id, roots)
+        par = list(map(parents.get, pids))  # probed in insertion order, as the ids lie in memory
+        ups = list(map(by_id.get, par))
+        _link(map(nodes.__getitem__, seq), map(par.__getitem__, seq), map(ups.__getitem__, seq), by_id, roots)
         if not ranked:  # a NaN or -inf score: sort each list exactly as the per-parent query
             score_of = dict(zip(pids, scores, strict=True))
             key = lambda n: rank_key(score_of[n[3]])  # noqa: E731
@@ -95,12 +97,12 @@ def _score_order(scores: list[Any]) -> list[int] | None:
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 
-def _link(nodes: Any, parents: Any, by_id: dict[str, Node], roots: list[Node]) -> None:
+def _link(nodes: Any, parents: Any, ups: Any, by_id: dict[str, Node], roots: list[Node]) -> None:
     """Append each node to the children of each of its parents (or to ``roots``), in the
-    order given. A parent outside the run keeps no node; a parent named twice, once."""
+    order given; ``ups``: each parent's node (``by_id.get`` of the parent). A parent outside
+    the run keeps no node; a parent named twice, once."""
     get = by_id.get
-    for node, p in zip(nodes, parents, strict=True):
-        up = get(p)
+    for node, p, up in zip(nodes, parents, ups, strict=True):
         if up is not None:
             kids = up[1]
             if kids is None:
