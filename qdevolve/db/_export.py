@@ -99,7 +99,6 @@ _XML_SPECIAL_ASCII = b'&<>"' + bytes(range(32))  # _XML_SPECIAL within ASCII
 
 _STR, _INT, _INT_OR_NONE = {str}, {int}, {int, type(None)}
 _NUMBER_OR_NONE = {float, int, type(None)}
-_NONE_POLICY, _NONE_SCORE = {"None": str(NO_POLICY)}, {"None": "NaN"}  # str/repr of None -> GraphML
 
 
 class _GraphML:
@@ -162,31 +161,25 @@ class _GraphML:
                            "policy_version": pv, "status": status, "score": score,
                            "parent_ids": plist.split(" ") if plist else []})
             return
-        # The page as one string from interleaved columns: C loops place the pieces and
-        # render the numbers (a float's repr is what an f-string writes).
+        # The page as one string from interleaved columns: C loops place the pieces, Python
+        # only renders the numbers (a float's repr is the one per-node cost left).
         n = len(rows)
         mid = {s: "</data>" + ("" if s is None else f'<data key="n6">{s}</data>') + '<data key="n7">'
                for s in statuses}
-        pv_text = list(map(str, pvs))
-        score_text = list(map(repr, map(itemgetter(2), evs)))
-        parts: list[Any] = [None] * (17 * n)
-        parts[0::17] = repeat('<node id="', n)
-        parts[1::17] = pids
-        parts[2::17] = repeat('"><data key="n0">', n)
-        parts[3::17] = pids
-        parts[4::17] = repeat(f'</data>{self.run_text}<data key="n2">', n)
-        parts[5::17] = map(str, gens)
-        parts[6::17] = repeat('</data><data key="n3">', n)
-        parts[7::17] = map(str, isls)
-        parts[8::17] = repeat('</data><data key="n4">', n)
-        parts[9::17] = ops
-        parts[10::17] = repeat('</data><data key="n5">', n)
-        parts[11::17] = map(_NONE_POLICY.get, pv_text, pv_text)  # pvs are ints or None
-        parts[12::17] = map(mid.__getitem__, map(itemgetter(1), evs))
-        parts[13::17] = map(_NONE_SCORE.get, score_text, score_text)  # scores are numbers or None
-        parts[14::17] = repeat('</data><data key="n8">', n)
-        parts[15::17] = parents
-        parts[16::17] = repeat("</data></node>\n", n)
+        parts: list[Any] = [None] * (13 * n)
+        parts[0::13] = ['<node id="'] * n
+        parts[1::13] = pids
+        parts[2::13] = ['"><data key="n0">'] * n
+        parts[3::13] = pids
+        parts[4::13] = [f'</data>{self.run_text}<data key="n2">'] * n
+        parts[5::13] = map(str, gens)
+        parts[6::13] = ['</data><data key="n3">'] * n
+        parts[7::13] = map(str, isls)
+        parts[8::13] = ['</data><data key="n4">'] * n
+        parts[9::13] = ops
+        parts[10::13] = [f'</data><data key="n5">{NO_POLICY if pv is None else pv}' for pv in pvs]
+        parts[11::13] = [f'{mid[ev[1]]}{"NaN" if ev[2] is None else ev[2]}</data><data key="n8">' for ev in evs]
+        parts[12::13] = [f"{p}</data></node>\n" for p in parents]
         self.fh.write("".join(parts))
 
     def edge_page(self, edges: list[tuple[str, str, str, int]]) -> None:
