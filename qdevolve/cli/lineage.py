@@ -4,7 +4,8 @@ Every command opens the database read-only in spirit (``open_store(target)``, ne
 it) and accepts unique id prefixes. ``tree`` fetches one level at a time (the top-K children
 of every node of the level in one ranked query) on a small run or from ``--root``, and the
 whole run in one pass of plain scans on a large one, and prints plain text in blocks;
-``export`` streams from the same scans.
+``export`` streams from the same scans. On a SQLite file those two whole-run reads go
+through a plain ``sqlite3`` view (:mod:`qdevolve.db._view`), so SQLAlchemy is never imported.
 
 Stored text (code, artifacts, names, operators, errors) was written by candidates and
 models: every view prints it through :mod:`qdevolve.textsafe`, so no control sequence or
@@ -30,6 +31,8 @@ from qdevolve.textsafe import terminal_safe
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
 
+__all__ = ["lineage"]
+
 
 def open_store(target: str) -> LineageStore:
     """The store (imported here: ``tree`` and ``export`` on a SQLite file read through a plain
@@ -38,7 +41,6 @@ def open_store(target: str) -> LineageStore:
 
     return open_(target)
 
-__all__ = ["lineage"]
 
 _DB = db_option()
 

@@ -4,7 +4,10 @@ cursor and joined in Python by program id.
 
 Joining in the database costs one index probe per program and table (about 5 µs each on
 SQLite at 200,000 programs); the scans instead hand their rows to ``dict`` and ``map``,
-which loop in C, so a whole run costs three sequential reads and a few C passes.
+which loop in C, so a whole run costs three sequential reads and a few C passes. The
+evaluations, which a run stores in program order, are taken by slice while that order
+holds. ``store`` may be a :class:`~qdevolve.db.store.LineageStore` or a
+:class:`~qdevolve.db._view.SqliteView` (the standard ``sqlite3`` module, no SQLAlchemy).
 """
 
 from __future__ import annotations
