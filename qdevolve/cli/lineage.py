@@ -4,7 +4,8 @@ Every command opens the database read-only in spirit (``open_store(target)``, ne
 it) and accepts unique id prefixes. ``tree`` fetches one level at a time (the top-K children
 of every node of the level in one ranked query) on a small run or from ``--root``, and the
 whole run in one pass of plain scans on a large one, and prints plain text in blocks;
-``export`` streams from the same scans.
+``export`` streams from the same scans. On a SQLite file those two whole-run reads go
+through a plain ``sqlite3`` view (:mod:`qdevolve.db._view`), so SQLAlchemy is never imported.
 
 Stored text (code, artifacts, names, operators, errors) was written by candidates and
 models: every view prints it through :mod:`qdevolve.textsafe`, so no control sequence or
@@ -15,27 +16,35 @@ from __future__ import annotations
 
 import difflib
 import json
-from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from qdevolve.cli._db import db_option
-from qdevolve.db import lineage as L
-from qdevolve.db import streams
-from qdevolve.db._tree import Node, run_tree
-from qdevolve.db.store import LineageStore, open_store
-from qdevolve.textsafe import terminal_safe, terminal_safe_line
+from qdevolve.cli._tree_labels import _safe, label_of, labels
+from qdevolve.db._scans import quiet_gc
+from qdevolve.db._tree import TREE_KEYS, Node, run_tree
+from qdevolve.db._view import open_view
+from qdevolve.db._xmltext import EXPORT_FORMATS
+from qdevolve.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from qdevolve.db.store import LineageStore
 
 __all__ = ["lineage"]
+
+
+def open_store(target: str) -> LineageStore:
+    """The store (imported here: ``tree`` and ``export`` on a SQLite file read through a plain
+    ``sqlite3`` view, :func:`qdevolve.db._view.open_view`, and never import SQLAlchemy)."""
+    from qdevolve.db.store import open_store as open_
+
+    return open_(target)
+
 
 _DB = db_option()
 
 
-def _safe(value: Any) -> str:
-    """One-line terminal-safe text; printable strings (the common case) pass untouched."""
-    text_ = value if isinstance(value, str) else str(value)
-    return text_ if text_.isprintable() else terminal_safe_line(text_)
 _RUN = click.option("--run", "run_id", default=None, help="Run id or unique prefix (default: the latest run).")
 
 
@@ -43,51 +52,8 @@ def _score(v: float | None) -> str:
     return "-" if v is None else f"{v:.6g}"
 
 
-def _label(node: tuple[Any, ...], label: str) -> str:
-    """One tree line's text for a :data:`~qdevolve.db.streams.TREE_KEYS` tuple."""
-    pid, gen, op, pv, status, score = node[:6]
-    sc = "-" if score is None else f"{score:.6g}"
-    op = op if type(op) is str and op.isprintable() else _safe(op)
-    tail = "" if status == "ok" else ", unevaluated" if status is None else f", {_safe(status)}"
-    short = pid[:10] if type(pid) is str and pid.isprintable() else _safe(str(pid)[:10])
-    if label == "score":
-        return f"{short}  score={sc}  (gen {gen}, {op}{tail})"
-    if label == "operator":
-        return f"{short}  {op}  (gen {gen}, score={sc}{tail})"
-    policy = f"policy=v{pv}" if pv is not None else "policy=-"
-    return f"{short}  {policy}  (gen {gen}, {op}, score={sc}{tail})"
-
-
 def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(node[k] for k in streams.TREE_KEYS)
-
-
-def _labels(rows: list[tuple[Any, ...]], evs: list[tuple[Any, ...]], label: str) -> list[str]:
-    """:func:`_label` of many programs at once: ``(seq, <qdevolve.db._tree.COLUMNS>)`` rows and
-    their ``(program_id, status, score)`` evaluations.
-    One format string per program; the rare line that is not printable (or a non-string id)
-    is rebuilt by :func:`_label`, which makes it terminal-safe."""
-    if not set(map(type, map(itemgetter(1), rows))) <= {str}:  # a tampered id: every line exact
-        return [_label((pid, gen, op, pv, ev[1], ev[2]), label)
-                for (_seq, pid, gen, op, pv, _isl), ev in zip(rows, evs, strict=True)]
-    tails = {st: "" if st == "ok" else ", unevaluated" if st is None else f", {_safe(st)}"
-             for st in set(map(itemgetter(1), evs))}
-    pairs = zip(rows, evs, strict=True)
-    if label == "score":
-        out = [f"{pid[:10]}  score={'-' if ev[2] is None else format(ev[2], '.6g')}  (gen {gen}, {op}{tails[ev[1]]})"
-               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
-    elif label == "operator":
-        out = [f"{pid[:10]}  {op}  (gen {gen}, score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
-               for (_seq, pid, gen, op, _pv, _isl), ev in pairs]
-    else:
-        out = [f"{pid[:10]}  {'policy=-' if pv is None else f'policy=v{pv}'}  (gen {gen}, {op}, "
-               f"score={'-' if ev[2] is None else format(ev[2], '.6g')}{tails[ev[1]]})"
-               for (_seq, pid, gen, op, pv, _isl), ev in pairs]
-    if not "".join(out).isprintable():
-        for i, ((_seq, pid, gen, op, pv, _isl), ev) in enumerate(zip(rows, evs, strict=True)):
-            if not out[i].isprintable():
-                out[i] = _label((pid, gen, op, pv, ev[1], ev[2]), label)
-    return out
+    return tuple(node[k] for k in TREE_KEYS)
 
 
 @click.group()
@@ -107,6 +73,18 @@ def lineage() -> None:
               show_default=True, help="What each node shows first.")
 def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, label: str) -> None:
     """A run's lineage tree, depth- and top-K-bounded."""
+    view = None if root else open_view(db)
+    if view is not None:  # a SQLite file: a large run is read in one pass without the store
+        with view:
+            rid = view.resolve_run(run_id)
+            n_programs = view.count_programs(rid)
+            if n_programs > _WIDE:
+                starts, _ = run_tree(view, rid, lambda rows, evs: labels(rows, evs, label), _LABEL_COLUMNS)
+                head = f"run {_safe(rid[:12])} ({_safe(view.get_run(rid)['name'])}): {n_programs} programs"
+                _print_tree(head, starts, len(starts), depth, top)
+                return
+    from qdevolve.db import lineage as L
+
     with open_store(db) as store:
         if root:
             node = next(iter(L.nodes(store, [store.get_program(root).id]).values()))
@@ -115,7 +93,7 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
             rid = store.resolve_run(run_id)
         run, n_programs = store.get_run(rid), store.count_programs(rid)
         if not root and n_programs > _WIDE:  # a large run: one pass gives the roots and every level
-            starts, _ = run_tree(store, rid, lambda rows, evs: _labels(rows, evs, label))
+            starts, _ = run_tree(store, rid, lambda rows, evs: labels(rows, evs, label), _LABEL_COLUMNS)
             total = len(starts)
         else:
             if not root:
@@ -123,9 +101,14 @@ def tree(db: str, run_id: str | None, root: str | None, depth: int, top: int, la
                 found = [_tuple(s) for s in seeds]
             starts = _link(found, *_levels(store, rid, found, depth, top, label), label)
         head = f"run {_safe(rid[:12])} ({_safe(run['name'])}): {n_programs} programs"
+    _print_tree(head, starts, total, depth, top)
+
+
+def _print_tree(head: str, starts: list[Node], total: int, depth: int, top: int) -> None:
     lines = _Lines()
     lines.append(head)
-    _walk(lines, starts[:top], total - len(starts[:top]), depth, top)
+    with quiet_gc():  # the walk allocates a line per node: no collection walks the whole run's nodes
+        _walk(lines, starts[:top], total - len(starts[:top]), depth, top)
     lines.flush()
 
 
@@ -147,6 +130,7 @@ class _Lines:
             self.buf.clear()
 
 
+_LABEL_COLUMNS = "id, generation, operator, policy_version, NULL"  # COLUMNS without the island: no label shows it
 _WIDE = 2000  # a level with more parents than this: read the whole run in one pass instead
 
 
@@ -155,6 +139,8 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
     """Top-``top`` children of every node within ``depth`` levels: one ranked query per
     level (per 500 parents) while levels are narrow; once a level is wide, the whole run in
     one pass (its nodes, returned second, then serve the levels below)."""
+    from qdevolve.db import streams
+
     kids: dict[str, tuple[list[tuple[Any, ...]], int]] = {}
     frontier = [s[0] for s in starts]
     for _ in range(depth):
@@ -162,7 +148,7 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
         if not todo:
             break
         if len(todo) > _WIDE:
-            return kids, run_tree(store, run_id, lambda rows, evs: _labels(rows, evs, label))[1]
+            return kids, run_tree(store, run_id, lambda rows, evs: labels(rows, evs, label), _LABEL_COLUMNS)[1]
         for pid, (items, n) in streams.children_of(store, todo, top).items():
             kids[pid] = ([_tuple(k) for k in items], n)
         frontier = [k[0] for pid in todo for k in kids[pid][0]]
@@ -176,7 +162,7 @@ def _link(starts: list[tuple[Any, ...]], kids: dict[str, tuple[list[tuple[Any, .
     nodes = whole
     for t in [*starts, *(k for items, _ in kids.values() for k in items)]:
         if t[0] not in nodes:
-            nodes[t[0]] = [_label(t, label), None, 0, t[0]]
+            nodes[t[0]] = [label_of(t, label), None, 0, t[0]]
     for pid, (items, total) in kids.items():
         node = nodes.get(pid)
         if node is not None:
@@ -305,6 +291,8 @@ def _dump(rows: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
 def ancestry(program_id: str, db: str, as_json: bool) -> None:
     """A program and all its ancestors (recursive SQL; the run is never loaded)."""
+    from qdevolve.db import lineage as L
+
     with open_store(db) as store:
         rows = L.ancestry(store, program_id)
     if as_json:
@@ -327,13 +315,20 @@ def diff(a: str, b: str, db: str) -> None:
 @lineage.command()
 @_DB
 @_RUN
-@click.option("--format", "fmt", type=click.Choice(list(L.EXPORT_FORMATS)), default="graphml", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), default="graphml", show_default=True)
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
               help="File to write.")
 def export(db: str, run_id: str | None, fmt: str, out: str) -> None:
     """Export a run's lineage graph as GraphML, node-link JSON or DOT (streamed)."""
-    with open_store(db) as store:
-        n_nodes, n_edges = streams.export_run(store, run_id, out, fmt)
+    from qdevolve.db._export import export_run
+
+    view = open_view(db)
+    if view is not None:  # a SQLite file: read without the store
+        with view:
+            n_nodes, n_edges = export_run(view, run_id, out, fmt)
+    else:
+        with open_store(db) as store:
+            n_nodes, n_edges = export_run(store, run_id, out, fmt)
     click.echo(f"wrote {n_nodes} programs and {n_edges} edges to {_safe(out)} ({fmt})")
 
 

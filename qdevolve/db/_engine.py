@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, i
 from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import schema as S
+from qdevolve.db._open import read_only_file
 from qdevolve.errors import DatabaseError
 
 __all__ = ["BUSY_TIMEOUT_S", "WRITE_OPTION", "sqlite_engine", "url_needs_init", "init_schema", "migrate"]
@@ -19,11 +19,6 @@ BUSY_TIMEOUT_S = 120.0
 WRITE_OPTION = "qdevolve_write"
 CACHE_KIB = 131072  # per-connection page cache: keeps the random-key indexes hot
 WAL_CHECKPOINT_PAGES = 16384  # checkpoint every ~64 MiB of WAL: fewer, larger fsyncs
-
-
-def read_only_file(path: Path) -> bool:
-    """True when ``path`` or its directory cannot be written (a read-only mount or copy)."""
-    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def sqlite_engine(path: Path) -> Engine:

@@ -8,11 +8,12 @@ and :func:`display_target` is the only way a target is shown: a URL's password m
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from qdevolve.db.schema import SCHEMA_VERSION
+from qdevolve.db._version import SCHEMA_VERSION
 from qdevolve.errors import DatabaseError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -77,6 +78,11 @@ def normalize_target(target: str | Path) -> str:
         raise DatabaseError(f"--db {shown}: the driver for '{url.drivername}' is not installed "
                             f"({exc.name or exc}); pip install 'qdevolve[postgres]'") from None
     return text
+
+
+def read_only_file(path: Path) -> bool:
+    """True when ``path`` or its directory cannot be written (a read-only mount or copy)."""
+    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def check_sqlite_file(path: Path, *, create: bool) -> bool:

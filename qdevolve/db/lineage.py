@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import bindparam, text
 
 from qdevolve.db import _queries
+from qdevolve.db._xmltext import EXPORT_FORMATS, NO_POLICY, _xml
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import DatabaseError
 from qdevolve.textsafe import dot_escape
@@ -35,8 +35,6 @@ __all__ = ["GENEALOGY", "NO_POLICY", "EXPORT_FORMATS", "run_graph", "ancestry", 
            "node_link", "parent_ids"]
 
 GENEALOGY = ("mutation", "crossover", "migration")
-NO_POLICY = -1  # GraphML/DOT stand-in for policy_version None (the seed, offline mutators)
-EXPORT_FORMATS = ("graphml", "json", "dot")
 _CHUNK = 500
 _NODE_TYPES = {"score": "double", "policy_version": "long", "generation": "long",
                "island": "long", "status": "string", "operator": "string"}
@@ -297,17 +295,6 @@ def node_link(graph: nx.DiGraph) -> dict[str, Any]:
             if isinstance(v, float) and not math.isfinite(v):
                 node[k] = None
     return data
-
-
-_XML_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
-
-
-_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-def _xml(v: Any) -> str:
-    """Escaped XML text; characters XML 1.0 forbids become U+FFFD."""
-    return _XML_INVALID.sub("\ufffd", str(v).translate(_XML_ESC))
 
 
 def _graphml_types(items: Iterable[dict[str, Any]]) -> dict[str, str]:

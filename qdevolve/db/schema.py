@@ -19,11 +19,12 @@ from sqlalchemy import (
     Text,
 )
 
+from qdevolve.db._version import SCHEMA_VERSION
+
 __all__ = ["SCHEMA_VERSION", "metadata", "schema_table", "runs", "programs", "edges",
            "evaluations", "archive_events", "rollouts", "policy_versions", "plugin_files",
            "run_state", "run_leases", "archive_snapshots"]
 
-SCHEMA_VERSION = 3  # v2: evaluations.worker, run_leases; v3: archive_snapshots
 
 metadata = MetaData()
 
