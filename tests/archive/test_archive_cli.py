@@ -79,6 +79,7 @@ def test_plot_non_grid_archive(tmp_path: Path, capsys) -> None:
     assert png.stat().st_size > 5_000
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
     junk = tmp_path / "junk.sqlite"
     junk.write_text("not a database\n")

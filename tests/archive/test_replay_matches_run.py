@@ -59,6 +59,7 @@ ARCHIVES = {
 
 @pytest.mark.parametrize(("name", "workers"), [("map_elites_running", 1), ("islands", 1), ("islands", 2),
                                               ("metrics_features", 1)])
+@pytest.mark.slow
 def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str, workers: int) -> None:
     ex = tmp_path / "ex"
     ex.mkdir()

@@ -67,6 +67,7 @@ EXPECT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [m for m in HOSTILE_MODES if m not in ("lone_surrogate", "fixed_code_attack")])
 def test_each_attack_is_a_failed_completion_with_a_safe_one_line_reason(mode: str) -> None:
     script = HostileScript(mode, bomb_bytes=64 * 2**20, big_bytes=8 * 2**20, loris_delay_s=0.5)
@@ -102,6 +103,7 @@ def test_lone_surrogates_become_replacement_characters() -> None:
     c.text.encode("utf-8")  # storable
 
 
+@pytest.mark.slow
 def test_slow_loris_is_bounded_by_the_total_request_deadline() -> None:
     # one byte every 0.2 s: every read succeeds, so only a total deadline stops it
     with ScriptedServer(HostileScript("slow_loris", loris_delay_s=0.2)) as server:
@@ -176,6 +178,7 @@ def test_retry_after_beyond_the_run_deadline_is_not_waited_for() -> None:
     assert "HTTP 429" in c.error and elapsed < 1.0 and len(server.requests) == 1
 
 
+@pytest.mark.slow
 def test_requests_in_flight_are_abandoned_at_the_wall_time_deadline() -> None:
     # the deadline leaves time to send both requests even on a loaded machine; the replies
     # would take 10 s
@@ -222,6 +225,7 @@ def test_endpoint_of_drops_credentials_and_query() -> None:
     assert endpoint_of("https://u:p@host.example:8443/v1/chat?key=1#f") == "https://host.example:8443/v1/chat"
 
 
+@pytest.mark.slow
 def test_a_host_that_never_answers_the_connect_counts_as_a_connection_failure() -> None:
     """A listener whose backlog is full drops new SYNs: the connect times out after half an attempt."""
     listener = socket.socket()

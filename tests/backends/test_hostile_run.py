@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from qdevolve.testing import Cycle, ScriptedModel, ScriptedServer
 from qdevolve.testing.hostile import HOSTILE_MODES, HostileScript
 
@@ -30,6 +32,7 @@ backend: {{type: openai, api_base: "{url}", model: scripted, timeout_s: 2, retri
 """
 
 
+@pytest.mark.slow
 def test_run_survives_twenty_hostile_replies_within_memory_and_disk_bounds(tmp_path: Path) -> None:
     example = tmp_path / "circle_packing"
     shutil.copytree(ROOT / "examples" / "circle_packing", example)

@@ -48,6 +48,7 @@ def test_sqlite_urls_become_paths_and_other_urls_are_checked() -> None:
         assert SECRET not in str(info.value)
 
 
+@pytest.mark.slow
 def test_sqlite_url_and_env_var_reach_every_view(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     rid, a, b = _small_run(str(db))
@@ -64,6 +65,7 @@ def test_sqlite_url_and_env_var_reach_every_view(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "r.sqlite"]  # no stray files
 
 
+@pytest.mark.slow
 def test_unreachable_url_is_one_line_without_password_and_no_path(tmp_path: Path) -> None:
     url = f"postgresql+psycopg://qd:{SECRET}@127.0.0.1:9/nowhere"
     for args in (["runs", "list", "--db", url], ["lineage", "tree", "--db", url],
@@ -78,6 +80,7 @@ def test_unreachable_url_is_one_line_without_password_and_no_path(tmp_path: Path
     assert list(tmp_path.iterdir()) == []  # the URL was never taken as a path
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_url_for_every_inspection_command(pg_url: str, tmp_path: Path) -> None:
     from sqlalchemy import create_engine

@@ -27,6 +27,7 @@ def _masked(url: str, out: str) -> None:
     assert ":***@" in out
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_run_then_resume_on_a_postgres_url(pg_url: str, tmp_path: Path) -> None:
     example = write_example(tmp_path, iterations=4, sleep=0.0)
@@ -74,6 +75,7 @@ def test_train_on_a_postgres_url(pg_url: str, tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "policies").glob("*/v*")) == ["v0", "v1"]  # weights: ./policies
 
 
+@pytest.mark.slow
 def test_ray_options_on_a_local_run_are_refused(tmp_path: Path) -> None:
     example = write_example(tmp_path, iterations=2, sleep=0.0)
     db = str(tmp_path / "r.sqlite")

@@ -148,6 +148,7 @@ def test_errors_are_one_line_exit_2(db: tuple[Path, dict[str, Program]], tmp_pat
     assert proc.returncode == 2 and "ambiguous" in proc.stderr
 
 
+@pytest.mark.slow
 def test_plugins_list_json_and_table(tmp_path: Path) -> None:
     plugin = tmp_path / "my_rule.py"
     plugin.write_text(

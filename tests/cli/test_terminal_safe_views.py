@@ -67,6 +67,7 @@ def _in_pty(args: list[str]) -> bytes:
     return b"".join(chunks)
 
 
+@pytest.mark.slow
 def test_no_view_writes_a_raw_control_sequence(hostile_db: tuple[Path, str, str]) -> None:
     path, seed, child = hostile_db
     db = str(path)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
@@ -80,6 +81,7 @@ def _db_arg(store: LineageStore) -> str:
     return str(store.path) if store.path is not None else store.target
 
 
+@pytest.mark.slow
 def test_tree_equals_a_per_node_reference(store: LineageStore) -> None:
     rid = store.create_run(name="t")
     progs = random_tree(store, rid, 2600, seed=5)
@@ -179,6 +181,7 @@ def _plain_run(store: LineageStore, n: int, *, reevaluate: bool) -> str:
     return rid
 
 
+@pytest.mark.slow
 def test_tree_and_export_of_a_plain_run_equal_the_references(store: LineageStore, tmp_path: Path) -> None:
     """The fast paths (evaluations in program order, no escaping, the sqlite3 view on a file)
     and the lookup by id after a re-evaluation give what the slow references give."""
@@ -195,6 +198,7 @@ def test_tree_and_export_of_a_plain_run_equal_the_references(store: LineageStore
         assert out.read_text(encoding="utf-8") == _reference_graphml(store, rid)
 
 
+@pytest.mark.slow
 def test_whole_run_views_of_a_sqlite_file_never_import_sqlalchemy(tmp_path: Path) -> None:
     """``lineage tree`` and ``lineage export`` read a SQLite file through the standard sqlite3
     module: SQLAlchemy's import alone is about 0.45 s of a 200,000-program export."""

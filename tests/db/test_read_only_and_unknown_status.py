@@ -32,6 +32,7 @@ def _view(args: list[str], db: Path, prefix: list[str] = ()) -> subprocess.Compl
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_unknown_stored_status_reads_as_invalid(run_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "tampered.sqlite"
     shutil.copy(run_db, db)
@@ -48,6 +49,7 @@ def test_unknown_stored_status_reads_as_invalid(run_db: Path, tmp_path: Path) ->
     assert "unknown stored status" in show.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare for a read-only bind mount")
 def test_read_only_mount_is_readable(run_db: Path, tmp_path: Path) -> None:
     d = tmp_path / "mnt"

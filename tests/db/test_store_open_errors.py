@@ -105,6 +105,7 @@ def test_postgres_database_without_schema_is_refused(pg_url: str) -> None:
         open_store(pg_url)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_through_the_cli_masks_the_password(pg_url: str) -> None:
     from sqlalchemy import create_engine

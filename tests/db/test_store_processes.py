@@ -37,6 +37,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_four_processes_write_concurrently_without_losing_rows(tmp_path: Path) -> None:
     db, go = tmp_path / "shared.sqlite", tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(go), str(w), "2000", "50"],
@@ -80,6 +81,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delays", [(0.011, 0.037, 0.073)])
 def test_sigkill_mid_batch_leaves_only_whole_batches(tmp_path: Path, delays: tuple[float, ...]) -> None:
     """Three writers in turn, each SIGKILLed at a different point after its 4th commit; the

@@ -115,6 +115,7 @@ def test_bad_option_values(case: str, tmp_path: Path) -> None:
     assert not db.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CONFIG_CASES))
 def test_bad_config_values(case: str, tmp_path: Path) -> None:
     config, needle = CONFIG_CASES[case]
@@ -183,6 +184,7 @@ def test_evaluator_that_is_not_a_file(kind: str, tmp_path: Path) -> None:
     ("import time\nwhile True:\n    time.sleep(1)\n", "did not finish"),
     ("raise RuntimeError('no such setting')\n", "no such setting"),
 ])
+@pytest.mark.slow
 def test_plugin_file_that_exits_hangs_or_fails_at_import(body: str, needle: str, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from qdevolve.errors import PluginError

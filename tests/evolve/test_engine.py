@@ -46,6 +46,7 @@ def test_run_stores_budget_and_improves(tiny_example: Path, tmp_path: Path) -> N
     assert con.execute("SELECT COUNT(*) FROM archive_events").fetchone()[0] >= 1
 
 
+@pytest.mark.slow
 def test_same_seed_same_programs(tiny_example: Path, tmp_path: Path) -> None:
     s1, r1 = _run(tiny_example, tmp_path / "1.sqlite", seed=3)
     s2, r2 = _run(tiny_example, tmp_path / "2.sqlite", seed=3)
@@ -70,6 +71,7 @@ def test_resume_evaluates_stored_but_unevaluated_program(tiny_example: Path, tmp
     assert store.get_evaluation(orphan.id).score == 0.0
 
 
+@pytest.mark.slow
 def test_resume_extends_budget_cli(tiny_example: Path, tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite"
     r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--db", str(db), "--iterations", "3",

@@ -8,6 +8,8 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import QDEVOLVE, SEED, write_example
 
 # The seed passes; any child (any change to its text) fails with the same error.
@@ -33,6 +35,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_first_children_failing_alike_stop_the_run(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "picky", seed=SEED, evaluator=PICKY_EVALUATOR)
     db = tmp_path / "p.sqlite"
@@ -53,6 +56,7 @@ def test_first_children_failing_alike_stop_the_run(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_model_server_stops_with_one_line(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "tiny")
     db = tmp_path / "u.sqlite"

@@ -29,6 +29,7 @@ def _run(db: Path, url: str, iterations: int, mutation: list[dict], **backend_kw
     return store, evo
 
 
+@pytest.mark.slow
 def test_circle_packing_with_scripted_model(tmp_path: Path) -> None:
     with ScriptedServer(ScriptedModel(seed=0)) as server:
         store, evo = _run(tmp_path / "llm.sqlite", server.url, 30,
@@ -53,6 +54,7 @@ def test_circle_packing_with_scripted_model(tmp_path: Path) -> None:
     assert ok >= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", GARBAGE_MODES)
 def test_garbage_replies_are_failed_mutations(mode: str, tmp_path: Path) -> None:
     script = GarbageScript(mode, timeout_delay_s=3.0, huge_chars=1_000_000)

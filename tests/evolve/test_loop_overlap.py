@@ -46,6 +46,7 @@ def _evolution(tmp_path: Path, url: str, iterations: int) -> tuple[LineageStore,
     return store, Evolution.start(ex, cfg, store, progress=False)
 
 
+@pytest.mark.slow
 def test_requests_start_while_children_evaluate(tmp_path: Path) -> None:
     clock = _Clock()
     with ScriptedServer(ScriptedModel(seed=0), latency_s=clock) as server:

@@ -26,6 +26,7 @@ def _run(example: Path, db: Path, novelty: dict | None, iterations: int = 10):
     return evo, summary
 
 
+@pytest.mark.slow
 def test_near_duplicates_are_rejected_and_do_not_count(tiny_example: Path, tmp_path: Path) -> None:
     evo, summary = _run(tiny_example, tmp_path / "n.sqlite", {"threshold": 0.996})
     assert summary.stats["novelty_rejected"] > 0, "ast edits of two constants look alike to the encoder"

@@ -7,6 +7,8 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import QDEVOLVE
 
 FLAKY_SELECTION = '''
@@ -29,6 +31,7 @@ class FlakyFirst:
 '''
 
 
+@pytest.mark.slow
 def test_plugin_raising_mid_run_marks_failed_and_resumes(tiny_example: Path, tmp_path: Path) -> None:
     plugin = tmp_path / "flaky.py"
     plugin.write_text(FLAKY_SELECTION)

@@ -44,6 +44,7 @@ def test_boltzmann_prefers_high_scores() -> None:
     assert sum(p.program_id == "4" for p in picks) > 800
 
 
+@pytest.mark.slow
 def test_run_with_installed_selection_and_file_mutation(tiny_example: Path, tmp_path: Path) -> None:
     pytest.importorskip("qdevolve_boltzmann", reason="plugins/qdevolve_boltzmann is not installed (make bootstrap installs it)")
     plugin = tmp_path / "my_plugins.py"

@@ -66,6 +66,7 @@ def _skeleton(code: str) -> str:
     return re.sub(r"EVOLVE-BLOCK-START.*?EVOLVE-BLOCK-END", "", code, flags=re.S)
 
 
+@pytest.mark.slow
 def test_many_seeds_every_child_is_valid_and_inside_the_blocks() -> None:
     seen_edits: set[str] = set()
     for seed in range(60):

@@ -44,6 +44,7 @@ def test_train_then_eval_policy(tmp_path: Path) -> None:
     assert len(store.list_runs()) == 2
 
 
+@pytest.mark.slow
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path) -> None:
     db = tmp_path / "x.sqlite"
     r = _run("train", "--task", "nope", "--objective", "grpo", "--steps", "1", "--db", str(db), cwd=tmp_path)

@@ -41,6 +41,7 @@ def test_one_edit_children_differ_parse_and_fit() -> None:
     assert len(seen_shapes) >= 4, "edits grow, shrink and keep the length"
 
 
+@pytest.mark.slow
 def test_pairs_are_parent_conditioned_and_greedy_improves() -> None:
     pairs = ExprEditTask(greedy=1.0).sft_examples(np.random.default_rng(1), 300)
     blind = ExprEditTask(greedy=0.0).sft_examples(np.random.default_rng(1), 300)

@@ -78,6 +78,7 @@ def test_dsl_evaluator_is_pure_and_safe() -> None:
     assert strategy_key("x+x+2") != strategy_key("(x+1)*2")
 
 
+@pytest.mark.slow
 def test_expr_dsl_keys_and_partial_credit_tasks() -> None:
     t = ExprDSLTask()
     prompt = t.prompts()[0]  # 2*x+2

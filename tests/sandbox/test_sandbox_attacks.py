@@ -20,6 +20,7 @@ from qdevolve.types import Program
 from .conftest import make_box
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
 def test_attack(process_box, host, attack):
     row = check_attack(process_box, attack, host, leftovers=backend_leftovers(process_box))

@@ -27,6 +27,7 @@ def _ours():
         client.close()
 
 
+@pytest.mark.slow
 def test_warm_one_container_per_worker_and_cleanup(docker_image, tmp_path):
     ev = tmp_path / "evaluator.py"
     ev.write_text("import numpy\ndef evaluate(path):\n    src = open(path).read()\n"
@@ -70,6 +71,7 @@ def test_fresh_container_is_removed(docker_image):
     assert not _ours()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
 def test_docker_shm_tmp_and_work_dir_are_size_limited_and_forgeries_fail(docker_image, warm):
     from qdevolve.sandbox.attacks import ATTACKS, HostCanaries, check_attack
@@ -124,6 +126,7 @@ except OSError:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
 def test_candidate_cannot_signal_trace_or_rewrite(docker_image, warm):
     """The runner and the container's own processes run under other uids than the candidate:
@@ -164,6 +167,7 @@ for how in (lambda: open('program.py', 'w'), lambda: os.remove('program.py'), la
     assert not _ours()
 
 
+@pytest.mark.slow
 def test_flood_past_the_cpu_limit_leaves_a_failed_record(docker_image):
     """A stdout flood that spends the CPU budget: the runner (whose own CPU limit is the wall
     clock) still writes a record with the reason and the truncated output tail."""

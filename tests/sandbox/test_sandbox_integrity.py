@@ -149,6 +149,7 @@ def evaluate(path):
     assert "reached" not in r.artifacts["probe"] and "evaluator-secret" not in r.artifacts["probe"]
 
 
+@pytest.mark.slow
 def test_per_call_deadline_kills_the_candidate_and_the_evaluator_decides(process_box, tmp_path):
     r = _eval(process_box, tmp_path, """
 import importlib.util

@@ -87,6 +87,7 @@ WARM_ATTACKS = [a for a in ATTACKS if a.honest is not None or a.name in (
     "read_host_files", "network_loopback")]
 
 
+@pytest.mark.slow
 def test_attacks_hold_on_the_warm_path(warm_box):
     with HostCanaries() as host:
         for attack in WARM_ATTACKS:

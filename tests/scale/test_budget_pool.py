@@ -23,6 +23,7 @@ from qdevolve.types import EvalResult, Program
 from tests.scale._example import write_example
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_two_controllers_share_one_budget_pool(pg_url: str, tmp_path: Path) -> None:
     pool, total = f"islands-{uuid.uuid4().hex[:8]}", 16
@@ -101,6 +102,7 @@ def test_run_state_upsert_is_race_free_on_postgres(pg_url: str) -> None:
     st.close()
 
 
+@pytest.mark.slow
 def test_resume_resets_a_drifted_counter_of_its_own_run(tmp_path: Path) -> None:
     """A run's own budget counter equals its stored children when it (re)starts: one that
     drifted is reset with a warning, so resume finishes the budget exactly (once seen in CI:

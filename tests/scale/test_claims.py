@@ -60,6 +60,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "claims.sqlite") if request.param == "sqlite" else request.getfixturevalue("pg_url")
 
 
+@pytest.mark.slow
 def test_two_controller_processes_never_double_count(target: str) -> None:
     total = 150
     st = _fresh(target)

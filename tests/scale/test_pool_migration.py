@@ -24,6 +24,7 @@ from qdevolve.evolve.config import RunConfig
 from tests.scale._example import write_example
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_two_controllers_exchange_migrants_through_postgres(pg_url: str, tmp_path: Path) -> None:
     pool, total = f"mig-{uuid.uuid4().hex[:8]}", 40

@@ -28,6 +28,7 @@ def _check_tree(tree: dict[str, Any]) -> None:
     assert drawn_plus_hidden == tree["in_scope"], "every program is drawn or counted hidden under a root"
 
 
+@pytest.mark.slow
 def test_runs_and_tree_of_a_real_run(server: Server, view_db: dict[str, Any], run_db: Path) -> None:
     runs = server.json("/api/runs")["runs"]
     assert [r["id"] for r in runs] == [view_db["run_id"]]
@@ -135,6 +136,7 @@ def test_missing_tables_and_unknown_columns(tmp_path: Path, run_db: Path) -> Non
         s.stop()
 
 
+@pytest.mark.slow
 def test_cli_masks_password_and_warns_on_public_host(tmp_path: Path, run_db: Path) -> None:
     url = "postgresql+psycopg://viewer:s3cret-pw@127.0.0.1:1/nowhere"
     assert "s3cret-pw" not in mask_url(url) and "***" in mask_url(url)
@@ -161,6 +163,7 @@ def test_cli_masks_password_and_warns_on_public_host(tmp_path: Path, run_db: Pat
         s.stop()
 
 
+@pytest.mark.slow
 def test_refuses_to_start_without_its_pinned_assets(tmp_path: Path, run_db: Path) -> None:
     from qdevolve.serve.assets import ASSETS, vendor_dir
 

@@ -37,6 +37,7 @@ def _clean(page: Page, server: Server) -> None:
     assert foreign == []
 
 
+@pytest.mark.slow
 def test_every_page_renders_with_data(page: Page, server: Server, view_db: dict[str, Any]) -> None:
     rid = view_db["run_id"]
     page.navigate(f"{server.url}/", wait_for="document.body.dataset.treeReady")
@@ -61,6 +62,7 @@ def test_every_page_renders_with_data(page: Page, server: Server, view_db: dict[
     _clean(page, server)
 
 
+@pytest.mark.slow
 def test_hostile_text_stays_text(page: Page, server: Server, view_db: dict[str, Any]) -> None:
     page.navigate(f"{server.url}/programs/{view_db['hostile']}", wait_for="document.body.dataset.programReady")
     code = page.evaluate("document.getElementById('code').textContent")
@@ -81,6 +83,7 @@ def test_hostile_text_stays_text(page: Page, server: Server, view_db: dict[str, 
     _clean(page, server)
 
 
+@pytest.mark.slow
 def test_pages_update_live_while_the_run_writes(page: Page, run_db: Path, tmp_path: Path) -> None:
     db = copy_db(run_db, tmp_path)
     rid = run_id_of(db)
@@ -120,6 +123,7 @@ def test_tree_screenshot_is_not_blank(page: Page, server: Server, view_db: dict[
     assert drawn > 500, f"only {drawn} pixels differ from the background"
 
 
+@pytest.mark.slow
 def test_empty_database_page_follows_the_first_run(page: Page, tmp_path: Path) -> None:
     from sqlalchemy import insert
 
