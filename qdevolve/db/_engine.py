@@ -10,12 +10,11 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, i
 from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import schema as S
-from qdevolve.db._open import read_only_file
+from qdevolve.db._open import BUSY_TIMEOUT_S, read_only_file
 from qdevolve.errors import DatabaseError
 
 __all__ = ["BUSY_TIMEOUT_S", "WRITE_OPTION", "sqlite_engine", "url_needs_init", "init_schema", "migrate"]
 
-BUSY_TIMEOUT_S = 120.0
 WRITE_OPTION = "qdevolve_write"
 CACHE_KIB = 131072  # per-connection page cache: keeps the random-key indexes hot
 WAL_CHECKPOINT_PAGES = 16384  # checkpoint every ~64 MiB of WAL: fewer, larger fsyncs

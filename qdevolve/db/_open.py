@@ -16,6 +16,8 @@ from pathlib import Path
 from qdevolve.db._version import SCHEMA_VERSION
 from qdevolve.errors import DatabaseError
 
+BUSY_TIMEOUT_S = 120.0  # seconds a connection waits for another writer (the store and the sqlite3 view)
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 

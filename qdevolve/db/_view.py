@@ -17,13 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qdevolve.db._open import check_sqlite_file, is_url, read_only_file
+from qdevolve.db._open import BUSY_TIMEOUT_S, check_sqlite_file, is_url, read_only_file
 from qdevolve.db._version import SCHEMA_VERSION
 from qdevolve.errors import DatabaseError
 
 __all__ = ["SqliteView", "open_view"]
 
-_BUSY_TIMEOUT_S = 120.0  # as the store's engine (qdevolve.db._engine.BUSY_TIMEOUT_S)
 _SCAN_CACHE_KIB = 8192  # a one-pass scan gains nothing from a big page cache
 
 
@@ -92,10 +91,10 @@ def open_view(target: str) -> SqliteView | None:
     path = Path(target)
     check_sqlite_file(path, create=False)
     if read_only_file(path):
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=_BUSY_TIMEOUT_S,
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S,
                               isolation_level=None)
     else:
-        con = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         con.execute(f"PRAGMA cache_size={-_SCAN_CACHE_KIB}")
         con.execute("BEGIN")  # one snapshot for every scan (the store's readers use deferred BEGIN too)
