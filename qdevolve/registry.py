@@ -96,10 +96,10 @@ class PluginFile:
 @dataclass
 class _Entry:
     obj: Any
-    source: str
+    source: str | _CallerSource  # an entry point's or file's text, or a registering module
 
 
-def _check_protocol(kind: str, name: str, obj: Any, source: str) -> None:
+def _check_protocol(kind: str, name: str, obj: Any, source: object) -> None:
     """Raise :class:`PluginError` when ``obj`` lacks a method its kind requires."""
     target = obj
     if kind == "cluster":
@@ -116,21 +116,18 @@ def _check_protocol(kind: str, name: str, obj: Any, source: str) -> None:
         )
 
 
-class _CallerSource(str):
-    """Where a plugin was registered: ``module (file) of distribution D``.
+class _CallerSource:
+    """Where a plugin was registered in code: ``module (file) of distribution D`` once shown.
 
-    A ``str`` whose text is the module and file; the distribution is looked up only when the
-    text is shown (``str()``, f-strings, ``plugins list``), because the first lookup reads every
-    installed distribution's metadata (about a second), which every command would pay at start.
+    Not a ``str``: its text needs the distribution, looked up only when it is shown
+    (``str()``, f-strings, ``plugins list``), because the first lookup reads every installed
+    distribution's metadata (about a second), which every command would pay at start.
     """
 
-    module: str
-    file: str
+    __slots__ = ("module", "file")
 
-    def __new__(cls, module: str, file: str) -> _CallerSource:
-        self = super().__new__(cls, file if module == "__main__" else f"{module} ({file})")
+    def __init__(self, module: str, file: str) -> None:
         self.module, self.file = module, file
-        return self
 
     def __str__(self) -> str:
         if self.module == "__main__":
@@ -138,10 +135,8 @@ class _CallerSource(str):
         dists = _distributions_of(self.module.split(".")[0])
         return f"{self.module} ({self.file})" + (f" of distribution {', '.join(dists)}" if dists else "")
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
-
-def _caller_source(depth: int = 2) -> str:
+def _caller_source(depth: int = 2) -> _CallerSource:
     # sys._getframe, not inspect.stack(): the latter reads every frame's source (~0.1 s a call)
     frame = sys._getframe(depth)
     return _CallerSource(frame.f_globals.get("__name__", "?"), frame.f_code.co_filename)
@@ -189,7 +184,7 @@ class Registry:
 
         return decorate
 
-    def register(self, name: str, obj: Any, *, source: str | None = None) -> None:
+    def register(self, name: str, obj: Any, *, source: str | _CallerSource | None = None) -> None:
         """Register ``obj`` under ``name``; duplicates are errors naming both sources."""
         if not isinstance(name, str) or not name:
             raise PluginError(f"{self.kind} plugin names must be non-empty strings, got {name!r}")
@@ -273,7 +268,7 @@ class Registry:
         self._checked.add(name)
         ep = self._eps().get(name)
         entry = self._entries[name]
-        if ep is None or entry.source.startswith("entry point"):
+        if ep is None or (isinstance(entry.source, str) and entry.source.startswith("entry point")):
             return
         try:
             obj = ep.load()
