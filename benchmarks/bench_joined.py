@@ -121,6 +121,13 @@ def run_config(arm: str, args: argparse.Namespace, policy_dir: Path) -> dict[str
     return config
 
 
+def arm_reward(arm: str, args: dict[str, Any]) -> str:
+    """The reward an arm trains on, as :func:`run_config` sets it (the tables' reward column)."""
+    objective, reward, _cluster = ARMS[arm]
+    shaped = not args.get("no_shaping") and not (objective is not None and objective["type"] == "passk")
+    return f"{args.get('reward') or reward}, {'shaped' if shaped else 'unshaped'}"
+
+
 def plan_run(arm: str, seed: int, args: argparse.Namespace, policy_dir: Path, tmp: Path) -> dict[str, Any]:
     """Write one run's config; return what a worker needs to run it."""
     import yaml
@@ -277,6 +284,7 @@ def main() -> None:
         runs = run_all(plans, max(1, args.jobs))
     total, cpu = time.time() - t0, _children_cpu() - cpu0
     report = {"args": vars(args), "seeds": seeds, "arms": arms, "skipped": skipped, "runs": runs,
+              "rewards": {a: arm_reward(a, vars(args)) for a in arms},
               "operator_check": check, "wall_s": total, "cpu_s": cpu,
               "load_start": list(load0), "load_end": list(os.getloadavg()), "base_build_s": build_s, "uptime": _uptime(),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -301,6 +309,7 @@ def merge(paths: list[Path], out: Path) -> None:
     report["base_build_s"] = sum(rep["base_build_s"] for rep in reports)
     report["load_end"] = reports[-1].get("load_end", [])
     report["date"] = f"{reports[0]['date']} to {reports[-1]['date']}"
+    report["rewards"] = {r["arm"]: arm_reward(r["arm"], report["args"]) for r in report["runs"]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(report, indent=1))
     out.write_text(render(report))

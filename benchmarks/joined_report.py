@@ -58,7 +58,8 @@ def render(report: dict[str, Any]) -> str:
               "its final value):", "", _row(head), "|" + "---|" * len(head)]
     for arm, rs in by_arm.items():
         lines.append(_row([arm] + [_ms([r["curves"]["top50"][i] for r in rs], 3) for i in range(len(checkpoints))]))
-    head = ["arm", *[f"correct cells @{c}" for c in checkpoints], "distinct correct", "semantic classes", "best",
+    rewards = report.get("rewards", {})
+    head = ["arm", "reward", *[f"correct cells @{c}" for c in checkpoints], "distinct correct", "semantic classes", "best",
             "samples", "evaluations", "copies (rollouts)", "trainer steps", "pass@1 first → last version"]
     lines += ["", "Archive cells holding a correct program against evaluations, and the end state (same number "
               "of samples per arm; copies of stored programs are rollouts, not evaluations):", "",
@@ -68,7 +69,7 @@ def render(report: dict[str, Any]) -> str:
         last = [r["pass1"][max(r["pass1"], key=int)] for r in rs]
         cells = [_ms([r["curves"]["correct_cells"][i] for r in rs]) for i in range(len(checkpoints))]
         lines.append(_row([
-            arm, *cells, _ms([r["curves"]["distinct_correct"][-1] for r in rs]),
+            arm, rewards.get(arm, "?"), *cells, _ms([r["curves"]["distinct_correct"][-1] for r in rs]),
             _ms([r["curves"]["semantic_classes"][-1] for r in rs]), _ms([r["curves"]["best"][-1] for r in rs], 2),
             _ms([r["samples"] for r in rs], 0), _ms([r["evaluations"] for r in rs], 0),
             _ms([r["copies"] for r in rs], 0), _ms([r["trainer_steps"] for r in rs], 0),
