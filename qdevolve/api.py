@@ -229,7 +229,9 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
         cfg = example.config.with_overrides(**overrides)
         if cfg.name is None:
             cfg = cfg.with_overrides(name=db_path.stem)
-        check_start(example, cfg, db_path)
+        from qdevolve.evolve.trust import Trust
+
+        check_start(example, cfg, db_path, trust=Trust(everything=True))  # the caller's own config
         store = LineageStore(db_path, create=True)
         if cfg.train:
             from qdevolve.evolve.joined import JoinedEvolution

@@ -88,6 +88,31 @@ def _budget_flags(values: dict[str, Any]) -> dict[str, str | None]:
     return {key: values.pop("budget_" + key, None) for key, _flag, _help in BUDGET_FLAGS}
 
 
+TRUST_HELP = ("Let the example directory's own config set KEY, a setting that acts on the host "
+              "(e.g. sandbox.python, limits.env_allow, backend.api_base, symlinks; a prefix such as "
+              "'sandbox' covers its keys); repeatable or comma-separated. See docs/sandbox.md.")
+
+
+def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--trust KEY`` and ``--trust-config`` (:mod:`qdevolve.evolve.trust`)."""
+    command = click.option("--trust-config", "trust_config", is_flag=True,
+                           help="Trust every setting of this example directory (or, for resume, of the "
+                                "database), as if it were your own config.")(command)
+    return click.option("--trust", "trust_keys", multiple=True, metavar="KEY", help=TRUST_HELP)(command)
+
+
+def _trust(values: dict[str, Any]) -> Any:
+    """Pop ``--trust``/``--trust-config`` out of ``values``: a :class:`~qdevolve.evolve.trust.Trust`."""
+    from qdevolve.evolve.trust import Trust
+
+    return Trust.of(everything=bool(values.pop("trust_config", False)), keys=values.pop("trust_keys", ()) or ())
+
+
+def _warn(console: Console, warnings: list[str]) -> None:
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
+
+
 def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """One click option per :class:`RunConfig` field with help text (the field's help is the
     option's help; plugin slots take a plugin name). Values arrive in ``config_values``."""
@@ -103,6 +128,7 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
            "archives/<example>-<time>.sqlite).")
 @config_options
 @budget_options
+@trust_options
 @click.option("--ray-address", default=None,
               help="HOST:PORT of a Ray cluster's head (or 'auto', or ray://HOST:10001) for --executor ray.")
 @click.option("--model", default=None, help="Model name (for --backend).")
@@ -130,7 +156,8 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     from qdevolve.evolve.validate import check_plugin_file  # compat hook: bounded plugin import
 
     loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
-    example = load_example(example_dir, config_path=config_path)
+    trust = _trust(config_values)
+    example = load_example(example_dir, config_path=config_path, trust=trust)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
     from qdevolve.evolve.budget import with_budget_flags
@@ -151,7 +178,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     db_target = db or str(default_db_path(example.directory))
     from qdevolve.evolve.validate import check_start  # compat hook
 
-    check_start(example, config, None if is_url(db_target) else Path(db_target))
+    _warn(console, check_start(example, config, None if is_url(db_target) else Path(db_target), trust=trust))
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
                       "--backend openai --model NAME [--api-base URL]")
@@ -226,6 +253,22 @@ def _remove_db(path: Path) -> None:
             p.unlink()
 
 
+def _check_resume_trust(store: Any, rid: str, db: str, trust: Any) -> list[str]:
+    """The stored config and ``--plugin`` files of a run need the same opt-ins as at ``run``:
+    a database may come from anyone (:func:`~qdevolve.evolve.trust.check_stored_trust`)."""
+    from qdevolve.cli._db import shown
+    from qdevolve.evolve.trust import check_stored_trust
+
+    where = f"{shown(db)}: run {rid[:12]}"
+    warnings = check_stored_trust(store.get_run(rid)["config"], trust, where=where)
+    files = store.plugin_files(rid)
+    if files and not trust.allows("plugins"):
+        raise ConfigError(f"{where}: resuming imports the plugin file {terminal_safe_line(str(files[0]['path']))} "
+                          "(recorded by 'qdevolve run --plugin') into this process; a database may come from "
+                          "anyone: pass --trust plugins if you trust it")
+    return warnings
+
+
 @click.command("resume")
 @db_option()
 @click.option("--run", "run_id", default=None, help="Run id (default: the latest run).")
@@ -237,6 +280,7 @@ def _remove_db(path: Path) -> None:
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--ray-address", default=None,
               help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
+@trust_options
 def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str | None, example_dir: str | None,
            no_progress: bool, ray_address: str | None, **budget_values: Any) -> None:
     """Continue a run from its database (after a crash, SIGKILL or to extend the budget).
@@ -261,8 +305,10 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
         if text is not None:
             parse_budget_flag(key, text)
     wall = None if wall_time is None else parse_budget_flag("max_wall_time", wall_time, flag="--wall-time")
+    trust = _trust(budget_values)
     store = open_store(db)
     rid = store.resolve_run(run_id)
+    _warn(console, _check_resume_trust(store, rid, db, trust))
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))
@@ -271,7 +317,7 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     if ray_address and store.get_run(rid)["config"].get("executor") != "ray":
         raise ConfigError(f"--ray-address: run {rid[:12]} does not use the ray executor")
     evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress, console=console,
-                           example_dir=example_dir,
+                           example_dir=example_dir, trust=trust,
                            executor_options={"address": ray_address} if ray_address else None)
     try:
         summary = evo.run()

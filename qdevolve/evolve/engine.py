@@ -153,7 +153,7 @@ class Evolution:
     @classmethod
     def resume(cls, store: LineageStore, run_id: str, *, iterations: int | None = None, progress: bool = True,
                console: Any = None, example_dir: str | None = None,
-               executor_options: dict[str, Any] | None = None, **kw: Any) -> Evolution:
+               executor_options: dict[str, Any] | None = None, trust: Any = None, **kw: Any) -> Evolution:
         """Continue a stored run from the database alone (``iterations``: the new total budget;
         ``executor_options``: replace these of the stored executor options, e.g. a Ray
         cluster's new address)."""
@@ -166,7 +166,7 @@ class Evolution:
             config = config.with_overrides(iterations=int(budget))
         if executor_options:
             config = config.with_overrides(executor_options={**config.executor_options, **executor_options})
-        loaded = load_example(example_dir or run["example_dir"])
+        loaded = load_example(example_dir or run["example_dir"], trust=trust)  # trust: qdevolve.evolve.trust
         example = dataclasses.replace(loaded, config=config)
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
 

@@ -24,11 +24,12 @@ from pathlib import Path
 
 from qdevolve.errors import EvaluationSetupError
 from qdevolve.evolve.config import RunConfig, load_config
+from qdevolve.evolve.trust import Trust, is_inside
 from qdevolve.evolve.validate import MAX_PROGRAM_BYTES, describe_path, require_file
 from qdevolve.languages import UnknownLanguage, language_for_path
 from qdevolve.mutation.blocks import find_blocks
 
-__all__ = ["Example", "load_example", "check_program_source", "DEFAULT_CASCADE", "read_program"]
+__all__ = ["Example", "load_example", "check_program_source", "DEFAULT_CASCADE", "read_program", "check_inside"]
 
 SEED_STEMS = ("initial_program", "initial")
 EVALUATOR_NAMES = ("evaluator.py", "evaluate.py")
@@ -121,14 +122,46 @@ def _unknown_language(path: Path) -> str:
     return ""
 
 
-def _extra_seeds(d: Path, first: Path) -> tuple[tuple[Path, str], ...]:
+def _extra_seeds(d: Path, first: Path, trust: Trust | None = None) -> tuple[tuple[Path, str], ...]:
     out = []
     for p in sorted(d.glob(f"initial_program*{first.suffix}")):
         if p != first and _EXTRA_SEED.match(p.stem):
+            check_inside(p, d, trust)
             code = read_program(p)
             check_program_source(p, code, language_for_path(p).name)
             out.append((p.resolve(), code))
     return tuple(out)
+
+
+def check_inside(path: Path, directory: Path, trust: Trust | None) -> None:
+    """Refuse a file of the example that resolves outside it (a symlink leaving the directory)."""
+    if is_inside(path, directory) or (trust is not None and trust.allows("symlinks")):
+        return
+    import os
+
+    raise EvaluationSetupError(
+        f"{path}: is a symbolic link to {os.path.realpath(path)}, outside the example directory; the "
+        "controller reads only files inside it: pass --trust symlinks (or --trust-config) if you trust "
+        "this directory")
+
+
+def _prompt_links(d: Path, config: RunConfig, trust: Trust | None) -> RunConfig:
+    """Check ``prompts/`` (the directory and each ``*.txt``); with ``symlinks`` trusted, the
+    texts reached through links out are read now and kept inline (the prompt builder itself
+    reads only files inside the example)."""
+    prompts = d / "prompts"
+    if not (prompts.exists() or prompts.is_symlink()):
+        return config
+    check_inside(prompts, d, trust)
+    inline = dict(config.prompt.get("templates") or {})
+    for f in sorted(prompts.glob("*.txt")):
+        check_inside(f, d, trust)
+        if not is_inside(f, d) and f.stem not in inline:
+            require_file(f, "prompt template", max_bytes=MAX_PROGRAM_BYTES)
+            inline[f.stem] = f.read_text(encoding="utf-8", errors="replace")
+    if inline == dict(config.prompt.get("templates") or {}):
+        return config
+    return replace(config, prompt={**config.prompt, "templates": inline})
 
 
 def _defines(path: Path, name: str) -> bool:
@@ -150,8 +183,14 @@ def with_default_cascade(config: RunConfig, evaluator: Path) -> RunConfig:
     return replace(config, evaluator=ev)
 
 
-def load_example(directory: str | Path, *, config_path: str | Path | None = None) -> Example:
+def load_example(directory: str | Path, *, config_path: str | Path | None = None,
+                 trust: Trust | None = None) -> Example:
     """Validate an example directory (seed, evaluator protocol, config keys).
+
+    Every file the controller reads from the directory (seeds, evaluator, its own config,
+    ``prompts/``) must lie inside it, symlinks followed, unless ``trust`` allows
+    ``symlinks`` (:mod:`qdevolve.evolve.trust`); prompt files reached through such a link
+    are then read once here and kept as inline templates.
 
     Raises:
         EvaluationSetupError / ConfigError: one line naming the file (and key).
@@ -173,6 +212,7 @@ def load_example(directory: str | Path, *, config_path: str | Path | None = None
         raise EvaluationSetupError(f"{d / 'initial_program.py'}: seed program not found (looked for "
                                    f"initial_program.<ext> and ShinkaEvolve's initial.<ext>)")
     language = language_for_path(seed_path).name
+    check_inside(seed_path, d, trust)
     seed_code = read_program(seed_path)
     check_program_source(seed_path, seed_code, language)
     evaluator_path = next((d / n for n in EVALUATOR_NAMES if (d / n).exists() or (d / n).is_symlink()), None)
@@ -181,6 +221,7 @@ def load_example(directory: str | Path, *, config_path: str | Path | None = None
                                    "(evaluate(program_path)) or ShinkaEvolve's evaluate.py (main(program_path, "
                                    "results_dir))")
     require_file(evaluator_path, "evaluator", max_bytes=shinka_compat.MAX_EVALUATOR_BYTES)
+    check_inside(evaluator_path, d, trust)
     layout = "openevolve"
     if shinka_compat.is_shinka_evaluator(evaluator_path):
         layout = "shinka"
@@ -193,9 +234,12 @@ def load_example(directory: str | Path, *, config_path: str | Path | None = None
         cfg_path = Path(config_path)
     else:
         cfg_path = next((d / n for n in CONFIG_NAMES if (d / n).is_file()), None)
+    if cfg_path is not None and config_path is None:
+        check_inside(cfg_path, d, trust)  # a --config file is the user's own choice
     config = load_config(cfg_path) if cfg_path else RunConfig()
     config = with_default_cascade(config, evaluator_path)
-    extra = _extra_seeds(d, seed_path) if stem == "initial_program" else ()
+    config = _prompt_links(d, config, trust)
+    extra = _extra_seeds(d, seed_path, trust) if stem == "initial_program" else ()
     return Example(d.resolve(), seed_path.resolve(), run_evaluator.resolve(),
                    cfg_path.resolve() if cfg_path else None, seed_code, config,
                    language=language, extra_seeds=extra, layout=layout)

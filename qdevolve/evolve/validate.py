@@ -233,13 +233,24 @@ def check_db_target(path: Path) -> None:
         raise ConfigError(f"{target}: cannot create the database: the filesystem holding {parent} is full")
 
 
-def check_start(example: Any, config: Any, db: Path | None = None) -> None:
-    """Every check a new run makes before its seed is evaluated (the CLI and the API call it)."""
+def check_start(example: Any, config: Any, db: Path | None = None, *, trust: Any = None) -> list[str]:
+    """Every check a new run makes before its seed is evaluated (the CLI and the API call it).
+
+    ``trust`` (a :class:`~qdevolve.evolve.trust.Trust`) is what the user vouches for of the
+    example's own config; ``None`` trusts nothing of it (:mod:`qdevolve.evolve.trust`).
+
+    Returns:
+        Warnings to show the user.
+    """
+    from qdevolve.evolve.trust import check_example_trust
+
     check_run_numbers(config, where=str(example.config_path or "options"))
+    warnings = check_example_trust(example, config, trust)
     check_language(example, config)
     check_plugins(config)
     if db is not None:
         check_db_target(db)
+    return warnings
 
 
 PLUGIN_IMPORT_TIMEOUT_S = 60.0

@@ -14,8 +14,9 @@ so OpenEvolve template directories (``diff_user.txt``, ``full_rewrite_user.txt``
 ``system_message.txt``) can be reused.
 
 Templates are looked up, first match wins, in ``settings["templates"][name]`` (text),
-``settings["template_dir"]/<name>.txt``, ``settings["example_dir"]/prompts/<name>.txt``, and
-the defaults shipped in ``qdevolve/prompts/templates``. ``settings["system_message"]``
+``settings["template_dir"]/<name>.txt``, ``settings["example_dir"]/prompts/<name>.txt`` (only
+a file that resolves inside the example directory: a symlink out is an error), and the
+defaults shipped in ``qdevolve/prompts/templates``. ``settings["system_message"]``
 overrides the system template: its text, or (as in OpenEvolve configs) a template name.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -68,11 +70,21 @@ def load_template(name: str, settings: dict[str, Any]) -> str:
     if settings.get("example_dir"):
         dirs.append(Path(settings["example_dir"]) / "prompts")
     dirs.append(_DEFAULTS)
+    example = Path(settings["example_dir"]) if settings.get("example_dir") else None
     for d in dirs:
         f = d / f"{name}.txt"
         if f.is_file():
+            if example is not None and d == example / "prompts" and not _inside(f, example):
+                raise ConfigError(f"{f}: is a symbolic link out of the example directory "
+                                  f"(to {os.path.realpath(f)}); prompt files are read only from inside it")
             return f.read_text(encoding="utf-8")
     raise ConfigError(f"prompt template '{name}.txt' not found in {', '.join(map(str, dirs))}")
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """True when ``path`` resolves (symlinks followed) inside ``directory``."""
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def truncate_middle(text: str, limit: int) -> str:
