@@ -63,8 +63,42 @@ def cli() -> None:
     """
 
 
+#: Commands that only read a database, which may come from anyone: their statements are
+#: time-bounded and whatever the database holds ends in one line, never a traceback.
+READ_COMMANDS = frozenset({"runs", "lineage", "archive", "serve"})
+
+
+def _unreadable(args: list[str], exc: BaseException) -> str:
+    """The one line for a database value or query a reading command could not handle."""
+    import sqlite3
+
+    from qdevolve.db._untrusted import INTERRUPTED, interrupted_message
+    from qdevolve.textsafe import terminal_safe_line
+
+    db = next((a.split("=", 1)[1] for a in args if a.startswith("--db=")), None)
+    if db is None and "--db" in args[:-1]:
+        db = args[args.index("--db") + 1]
+    from qdevolve.db._open import display_target
+
+    name = display_target(db) if db else "the database"
+    if isinstance(exc, sqlite3.OperationalError) and INTERRUPTED in str(exc) or \
+            INTERRUPTED in str(getattr(exc, "orig", "")) or "statement timeout" in str(exc):
+        return terminal_safe_line(interrupted_message(name))
+    detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:200]
+    return terminal_safe_line(f"{name}: holds something this qdevolve cannot read ({type(exc).__name__}: "
+                              f"{detail}); it is damaged or crafted")
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point."""
+    import os
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    reading = bool(args) and args[0] in READ_COMMANDS
+    if reading:
+        from qdevolve.db._untrusted import enable_query_budget
+
+        enable_query_budget()
     try:
         return cli.main(args=argv, prog_name="qdevolve", standalone_mode=False)
     except QdevolveError as exc:
@@ -78,3 +112,11 @@ def main(argv: list[str] | None = None) -> Any:
     except click.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except Exception as exc:
+        if not reading or os.environ.get("QDEVOLVE_TRACEBACK"):
+            raise
+        click.echo(f"error: {_unreadable(args, exc)}", err=True)
+        sys.exit(2)
+

@@ -253,14 +253,18 @@ def _remove_db(path: Path) -> None:
             p.unlink()
 
 
-def _check_resume_trust(store: Any, rid: str, db: str, trust: Any) -> list[str]:
+def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_address: str | None) -> list[str]:
     """The stored config and ``--plugin`` files of a run need the same opt-ins as at ``run``:
-    a database may come from anyone (:func:`~qdevolve.evolve.trust.check_stored_trust`)."""
+    a database may come from anyone (:func:`~qdevolve.evolve.trust.check_stored_trust`);
+    ``--ray-address`` replaces the stored address, so that one is the user's."""
     from qdevolve.cli._db import shown
     from qdevolve.evolve.trust import check_stored_trust
 
     where = f"{shown(db)}: run {rid[:12]}"
-    warnings = check_stored_trust(store.get_run(rid)["config"], trust, where=where)
+    config = dict(store.get_run(rid)["config"])
+    if ray_address and isinstance(config.get("executor_options"), dict):
+        config["executor_options"] = {k: v for k, v in config["executor_options"].items() if k != "address"}
+    warnings = check_stored_trust(config, trust, where=where)
     files = store.plugin_files(rid)
     if files and not trust.allows("plugins"):
         raise ConfigError(f"{where}: resuming imports the plugin file {terminal_safe_line(str(files[0]['path']))} "
@@ -308,7 +312,7 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     trust = _trust(budget_values)
     store = open_store(db)
     rid = store.resolve_run(run_id)
-    _warn(console, _check_resume_trust(store, rid, db, trust))
+    _warn(console, _check_resume_trust(store, rid, db, trust, ray_address=ray_address))
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))

@@ -11,6 +11,7 @@ from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import schema as S
 from qdevolve.db._open import BUSY_TIMEOUT_S, read_only_file
+from qdevolve.db._untrusted import bound_sqlite, query_budget, reset_budget
 from qdevolve.errors import DatabaseError
 
 __all__ = ["BUSY_TIMEOUT_S", "WRITE_OPTION", "sqlite_engine", "url_needs_init", "init_schema", "migrate"]
@@ -38,6 +39,7 @@ def sqlite_engine(path: Path) -> Engine:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_con: Any, _rec: Any) -> None:
         dbapi_con.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
+        bound_sqlite(dbapi_con)  # reading commands: each statement's database time is bounded
         cur = dbapi_con.cursor()
         if readonly:
             cur.close()
@@ -49,6 +51,11 @@ def sqlite_engine(path: Path) -> Engine:
         cur.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         cur.close()
+
+    if query_budget() is not None:
+        @event.listens_for(engine, "before_cursor_execute")
+        def _on_execute(conn: Any, *_args: Any) -> None:
+            reset_budget(conn.connection.dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:

@@ -128,6 +128,10 @@ def check_sqlite_file(path: Path, *, create: bool) -> bool:
                     f"(tables: {shown}); pass a qdevolve database or a new path"
                 )
             row = con.execute("SELECT MAX(version) FROM qdevolve_schema").fetchone()
+            if row and isinstance(row[0], int) and row[0] <= SCHEMA_VERSION:
+                from qdevolve.db._untrusted import check_sqlite_schema
+
+                check_sqlite_schema(con, path, row[0])  # no views, triggers or missing columns
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
@@ -135,6 +139,9 @@ def check_sqlite_file(path: Path, *, create: bool) -> bool:
             raise
         raise DatabaseError(f"{path}: cannot be read as SQLite ({exc}); is it corrupt?") from exc
     version = row[0] if row else None
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise DatabaseError(f"{path}: its qdevolve_schema table holds {str(version)[:40]!r}, not a version number; "
+                            "it is damaged or not written by qdevolve")
     if version is None:
         raise DatabaseError(f"{path}: has an empty qdevolve_schema table; it is not a usable database")
     if version > SCHEMA_VERSION:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qdevolve.db._open import BUSY_TIMEOUT_S, check_sqlite_file, is_url, read_only_file
+from qdevolve.db._untrusted import bound_sqlite, reset_budget
 from qdevolve.db._version import SCHEMA_VERSION
 from qdevolve.errors import DatabaseError
 
@@ -46,6 +47,7 @@ class SqliteView:
     @contextlib.contextmanager
     def scan_cursor(self, sql: str, params: dict[str, Any]) -> Iterator[sqlite3.Cursor]:
         """A cursor with ``sql`` executed (``:name`` parameters)."""
+        reset_budget(self.con)
         cur = self.con.execute(sql, params)
         try:
             yield cur
@@ -53,6 +55,7 @@ class SqliteView:
             cur.close()
 
     def _rows(self, sql: str, *params: Any) -> list[Any]:
+        reset_budget(self.con)
         return self.con.execute(sql, params).fetchall()
 
     # -- what the views ask of a LineageStore, with its answers and errors -------------------
@@ -95,6 +98,7 @@ def open_view(target: str) -> SqliteView | None:
                               isolation_level=None)
     else:
         con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    bound_sqlite(con)  # reading commands: each statement's database time is bounded
     try:
         con.execute(f"PRAGMA cache_size={-_SCAN_CACHE_KIB}")
         con.execute("BEGIN")  # one snapshot for every scan (the store's readers use deferred BEGIN too)

@@ -56,7 +56,11 @@ class LineageStore:
         if _open.is_url(self.target):
             self.name = make_url(self.target).render_as_string(hide_password=True)
             self.path: Path | None = None
-            self.engine = create_engine(self.target, pool_pre_ping=True)
+            from qdevolve.db._untrusted import pg_read_options
+
+            bound = pg_read_options() if make_url(self.target).get_backend_name() == "postgresql" else ""
+            self.engine = create_engine(self.target, pool_pre_ping=True,
+                                        **({"connect_args": {"options": bound}} if bound else {}))
             needs_init = _engine.url_needs_init(self.engine, self.name, create)
         else:
             self.path = Path(self.target)

@@ -43,7 +43,7 @@ def test_run_survives_twenty_hostile_replies_within_memory_and_disk_bounds(tmp_p
         (example / "config.yaml").write_text(CONFIG.format(url=server.url))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         proc = subprocess.Popen([sys.executable, "-m", "qdevolve", "run", str(example), "--db", str(db),
-                                 "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+                                 "--no-progress", "--trust", "backend.api_base"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         out = proc.stdout.read().decode(errors="replace")
         _, status, usage = os.wait4(proc.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, out[-3000:]

@@ -146,6 +146,9 @@ def _choices(db: Path) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
         con.close()
 
 
+TRUST = ["--trust", "backend.api_base"]  # the example's config names the scripted server (a host key)
+
+
 def _run(cmd: list[str], timeout: float = 300) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -153,7 +156,7 @@ def _run(cmd: list[str], timeout: float = 300) -> None:
 
 def _killed_then_resumed(ex: Path, db: Path) -> int:
     """Run, SIGKILL after KILL_AFTER stored children, resume; returns the children at the kill."""
-    proc = subprocess.Popen([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress"],
+    proc = subprocess.Popen([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", *TRUST],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 180
     while proc.poll() is None and time.time() < deadline and _children(db) < KILL_AFTER:
@@ -163,7 +166,7 @@ def _killed_then_resumed(ex: Path, db: Path) -> int:
     proc.wait(timeout=30)
     at_kill = _children(db)
     assert KILL_AFTER <= at_kill < ITERATIONS
-    _run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress"])
+    _run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress", *TRUST])
     return at_kill
 
 
@@ -171,7 +174,7 @@ def _compare(tmp_path: Path, extra: str = "", bandit: str = "true") -> dict[str,
     with ScriptedServer(reply) as server:
         ex = _example(tmp_path / "ex", server.url, extra, bandit)
         whole_db, cut_db = tmp_path / "whole.sqlite", tmp_path / "cut.sqlite"
-        _run([*QDEVOLVE, "run", str(ex), "--db", str(whole_db), "--no-progress"])
+        _run([*QDEVOLVE, "run", str(ex), "--db", str(whole_db), "--no-progress", *TRUST])
         at_kill = _killed_then_resumed(ex, cut_db)
     whole, whole_state = _choices(whole_db)
     cut, cut_state = _choices(cut_db)

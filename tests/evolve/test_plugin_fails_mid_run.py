@@ -54,7 +54,7 @@ def test_plugin_raising_mid_run_marks_failed_and_resumes(tiny_example: Path, tmp
     assert con.execute("SELECT COUNT(*) FROM programs p LEFT JOIN evaluations e ON e.program_id = p.id "
                        "WHERE e.program_id IS NULL").fetchone()[0] == 0
     brk.unlink()
-    r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress"],
+    r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress", "--trust", "plugins"],
                        capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 0, r.stderr
     assert con.execute("SELECT COUNT(*) FROM programs WHERE operator != 'seed'").fetchone()[0] == 12

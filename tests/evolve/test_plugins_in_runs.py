@@ -60,7 +60,7 @@ def test_run_with_installed_selection_and_file_mutation(tiny_example: Path, tmp_
     (path, sha), = con.execute("SELECT path, sha256 FROM plugin_files").fetchall()
     assert path.endswith("my_plugins.py") and len(sha) == 64
     # resume re-loads the plugin file recorded in the run
-    r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--iterations", "8", "--no-progress"],
+    r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--iterations", "8", "--no-progress", "--trust", "plugins"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert con.execute("SELECT COUNT(*) FROM programs").fetchone()[0] == 9

@@ -44,7 +44,8 @@ def test_joined_run_on_postgres_saves_weights_under_checkpoint_dir(pg_url: str, 
     ckpt = tmp_path / "ckpt"
     cfg = (EXAMPLE / "config.yaml").read_text().replace("  every: 64\n", f"  every: 16\n  checkpoint_dir: {ckpt}\n")
     (example / "config.yaml").write_text(cfg)
-    r = _run(["run", str(example), "--db", pg_url, "--iterations", "32", "--name", name, "--no-progress"], tmp_path)
+    r = _run(["run", str(example), "--db", pg_url, "--iterations", "32", "--name", name, "--no-progress",
+              "--trust", "train.checkpoint_dir"], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     versions = _versions(pg_url, name)
     assert len(versions) >= 2, versions  # the base version and at least one trained one
@@ -55,7 +56,8 @@ def test_joined_run_on_postgres_saves_weights_under_checkpoint_dir(pg_url: str, 
     with eng.connect() as c:
         rid = c.execute(text("SELECT id FROM runs WHERE name = :n"), {"n": name}).scalar()
     eng.dispose()
-    resumed = _run(["resume", "--db", pg_url, "--run", rid, "--iterations", "48", "--no-progress"], tmp_path)
+    resumed = _run(["resume", "--db", pg_url, "--run", rid, "--iterations", "48", "--no-progress",
+                    "--trust", "train.checkpoint_dir"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(_versions(pg_url, name)) > len(versions)  # loaded the weights back, trained on
 

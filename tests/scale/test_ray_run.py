@@ -113,7 +113,7 @@ def test_sigkilled_controller_resumes_on_the_same_cluster(ray_address: str, db: 
     proc.communicate(timeout=30)
     before = {r[0] for r in _rows(db, name, EVALS)}
     rid = _rows(db, name, "SELECT :rid")[0][0]
-    resumed = _start(["resume", "--db", db, "--run", rid], tmp_path)
+    resumed = _start(["resume", "--db", db, "--run", rid, "--trust", "run.executor_options.address"], tmp_path)
     out, err = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, err[-3000:]
     rows = _check_run(db, name, 10)

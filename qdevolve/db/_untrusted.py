@@ -1,0 +1,139 @@
+"""A database file may come from anyone: check its schema on open and bound its queries.
+
+A SQLite file carries code of a sort: a view named like one of our tables runs its own
+query (a recursive CTE never ends), a trigger runs on writes, and any column may hold any
+type. :func:`check_sqlite_schema` accepts a file only when its tables and columns are the
+ones :mod:`qdevolve.db.schema` describes (the columns later versions added may be missing
+from an older file) and it defines no view, trigger or virtual table. Reading commands and
+``qdevolve serve`` also bound the database time of every statement (:func:`bound_sqlite`,
+:func:`pg_read_options`): :data:`QUERY_BUDGET_S` seconds of SQLite VM time (time spent in
+Python between rows does not count), or PostgreSQL's ``statement_timeout``. The bound is
+on only where :func:`enable_query_budget` was called (read commands, the viewer), never
+for a run's writer.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from qdevolve.errors import DatabaseError
+
+__all__ = ["check_sqlite_schema", "bound_sqlite", "reset_budget", "enable_query_budget", "query_budget",
+           "pg_read_options", "INTERRUPTED", "QUERY_BUDGET_ENV"]
+
+QUERY_BUDGET_ENV = "QDEVOLVE_QUERY_TIMEOUT_S"
+DEFAULT_BUDGET_S = 60.0
+_STEP = 10_000   # VM instructions between two checks (well under a millisecond)
+_GAP_S = 0.25    # a longer pause between checks is time outside the VM (rows being used)
+INTERRUPTED = "interrupted"  # sqlite3's message when a progress handler stops a statement
+
+#: Columns added by a migration: an older file may lack them (``qdevolve.db._engine.migrate``).
+_LATER_COLUMNS = {("evaluations", "worker")}
+_LATER_TABLES = {"run_leases", "archive_snapshots"}
+_budget_s: float | None = None
+
+
+def enable_query_budget(seconds: float | None = None) -> float:
+    """Turn the bound on for this process (``$QDEVOLVE_QUERY_TIMEOUT_S``, else 60 s)."""
+    global _budget_s
+    if seconds is None:
+        try:
+            seconds = float(os.environ.get(QUERY_BUDGET_ENV, DEFAULT_BUDGET_S))
+        except ValueError:
+            seconds = DEFAULT_BUDGET_S
+    _budget_s = seconds if seconds > 0 else DEFAULT_BUDGET_S
+    return _budget_s
+
+
+def query_budget() -> float | None:
+    """The per-statement bound in seconds, or ``None`` when it is off."""
+    return _budget_s
+
+
+class _Budget:
+    """The progress handler of one connection: VM time of the current statement."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.used, self.last = seconds, 0.0, None
+
+    def reset(self) -> None:
+        self.used, self.last = 0.0, None
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        if self.last is not None and now - self.last < _GAP_S:
+            self.used += now - self.last
+        self.last = now
+        return 1 if self.used > self.seconds else 0
+
+
+_BUDGETS: dict[int, _Budget] = {}
+
+
+def bound_sqlite(con: sqlite3.Connection) -> None:
+    """Install the bound on ``con`` when it is on (a no-op otherwise)."""
+    if _budget_s is None:
+        return
+    budget = _Budget(_budget_s)
+    _BUDGETS[id(con)] = budget
+    con.set_progress_handler(budget, _STEP)
+
+
+def reset_budget(con: Any) -> None:
+    """A new statement on ``con`` starts with the whole budget."""
+    budget = _BUDGETS.get(id(con))
+    if budget is not None:
+        budget.reset()
+
+
+def pg_read_options() -> str:
+    """libpq ``options`` bounding each statement of a reading session (empty when off)."""
+    return "" if _budget_s is None else f"-c statement_timeout={int(_budget_s * 1000)}"
+
+
+def interrupted_message(name: str) -> str:
+    """The one line for a statement the bound stopped."""
+    return (f"{name}: a query ran longer than {_budget_s or DEFAULT_BUDGET_S:g} s of database time and was "
+            f"stopped; the database may be crafted (set {QUERY_BUDGET_ENV} to allow longer queries)")
+
+
+def check_sqlite_schema(con: sqlite3.Connection, path: Path | str, version: int) -> None:
+    """Refuse a file whose schema is not qdevolve's: a view, a trigger, a virtual table, a
+    missing table or column of :mod:`qdevolve.db.schema` (one line naming the object).
+
+    Args:
+        con: An open (read-only) connection to the file.
+        path: How to name the file.
+        version: The file's schema version (older files lack the later tables and columns).
+    """
+    from qdevolve.db import schema as S
+    from qdevolve.textsafe import terminal_safe_line
+
+    def name(text: Any) -> str:
+        return terminal_safe_line(str(text))[:80]
+
+    objects = con.execute("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master").fetchall()
+    for kind, obj, table, sql in objects:
+        if kind in ("view", "trigger"):
+            raise DatabaseError(f"{path}: defines the {kind} '{name(obj)}'{'' if kind == 'view' else ' on ' + name(table)}, "
+                                f"which no qdevolve database has; it may be crafted: refusing to read it")
+        if kind == "table" and str(sql).lstrip().upper().startswith("CREATE VIRTUAL"):
+            raise DatabaseError(f"{path}: defines the virtual table '{name(obj)}', which no qdevolve database has; "
+                                "it may be crafted: refusing to read it")
+    tables = {t for kind, t, _tbl, _sql in objects if kind == "table"}
+    for table in S.metadata.sorted_tables:
+        if table.name not in tables:
+            if table.name in _LATER_TABLES and version < S.SCHEMA_VERSION:
+                continue
+            raise DatabaseError(f"{path}: has no table '{table.name}', which every qdevolve database has; "
+                                "it is damaged or not written by qdevolve")
+        have = {r[1] for r in con.execute(f'PRAGMA table_info("{table.name}")')}
+        missing = [c.name for c in table.columns if c.name not in have
+                   and not ((table.name, c.name) in _LATER_COLUMNS and version < S.SCHEMA_VERSION)]
+        if missing:
+            raise DatabaseError(f"{path}: table '{table.name}' lacks the column '{missing[0]}'; it is damaged "
+                                "or not written by qdevolve")
