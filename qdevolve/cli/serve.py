@@ -44,7 +44,11 @@ def serve(db: str, host: str, port: int, poll_s: float) -> None:
 
     loopback = _is_loopback(host)
     app = create_app(db, poll_s=poll_s, allowed_hosts=LOOPBACK_HOSTS if loopback else None, warm=False)
-    warm_up(app)  # the newest run's lineage is ready before the URL is shown
+    try:
+        warm_up(app)  # the newest run's lineage is ready before the URL is shown
+    except Exception as exc:  # noqa: BLE001 - a crafted database: its pages show the error
+        click.echo(f"warning: {terminal_safe_line(mask_url(db))}: the newest run's lineage cannot be built "
+                   f"({type(exc).__name__}); its pages will say why", err=True)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -74,11 +74,12 @@ class _Budget:
 _BUDGETS: dict[int, _Budget] = {}
 
 
-def bound_sqlite(con: sqlite3.Connection) -> None:
-    """Install the bound on ``con`` when it is on (a no-op otherwise)."""
-    if _budget_s is None:
+def bound_sqlite(con: sqlite3.Connection, seconds: float | None = None) -> None:
+    """Install the bound (``seconds``, else the process's when it is on) on ``con``."""
+    seconds = seconds or _budget_s
+    if seconds is None:
         return
-    budget = _Budget(_budget_s)
+    budget = _Budget(seconds)
     _BUDGETS[id(con)] = budget
     con.set_progress_handler(budget, _STEP)
 

@@ -10,9 +10,11 @@ is not a loopback name, so a web page elsewhere cannot read it through DNS rebin
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -83,6 +85,25 @@ async def _db_error(request: Request, exc: Exception) -> Response:
     return _error(request, 500, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
+#: What reading a crafted or damaged database can raise: answered with one clear line (422,
+#: or 503 for a query stopped by the time bound), never a traceback.
+DATA_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, IndexError, AttributeError,
+                                                 OverflowError, ArithmeticError, RecursionError, sqlite3.Error,
+                                                 SQLAlchemyError)
+
+
+async def _data_error(request: Request, exc: Exception) -> Response:
+    from qdevolve.db._untrusted import INTERRUPTED, interrupted_message
+
+    label = request.app.state.db.label
+    text = str(getattr(exc, "orig", None) or exc)
+    if INTERRUPTED in text or "statement timeout" in text:
+        return _error(request, 503, interrupted_message(label))
+    detail = " ".join(text.split())[:200]
+    return _error(request, 422, f"{label}: holds something the viewer cannot show ({type(exc).__name__}: "
+                                f"{detail}); the database is damaged or crafted")
+
+
 def _pygments(request: Request) -> Response:
     return Response(pygments_css(), media_type="text/css")
 
@@ -119,7 +140,7 @@ def create_app(db: str | ReadOnlyDB, *, poll_s: float = 2.0, allowed_hosts: list
                 Mount("/static", StaticFiles(directory=_STATIC), name="static")],
         middleware=middleware,
         exception_handlers={404: _not_found, Q.NotFound: _not_found, api.BadRequest: _bad_request,
-                            QdevolveError: _db_error},
+                            QdevolveError: _db_error, **{e: _data_error for e in DATA_ERRORS}},
     )
     app.state.db = handle
     app.state.poll_s = float(poll_s)

@@ -14,13 +14,16 @@ from __future__ import annotations
 import sqlite3
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Column, MetaData, Table, create_engine, inspect
+from sqlalchemy import Column, MetaData, Table, create_engine, event, inspect
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import schema as S
+from qdevolve.db._open import check_sqlite_file
+from qdevolve.db._untrusted import bound_sqlite, enable_query_budget, query_budget, reset_budget
 from qdevolve.errors import DatabaseError
 
 __all__ = ["ReadOnlyDB", "mask_url", "is_url"]
@@ -84,18 +87,29 @@ class ReadOnlyDB:
                 given = url.query.get("options")
                 given = " ".join(given) if isinstance(given, tuple) else (given or "")
                 url = url.difference_update_query(["options"])
-                args["options"] = f"{given} -c default_transaction_read_only=on".strip()
+                args["options"] = (f"{given} -c default_transaction_read_only=on "
+                                   f"-c statement_timeout={int((query_budget() or enable_query_budget()) * 1000)}"
+                                   ).strip()
             return create_engine(url, connect_args=args, pool_pre_ping=True, pool_size=4)
         path = Path(make_url(target).database or "") if is_url(target) else Path(target)
         _check_sqlite_file(path)
+        check_sqlite_file(path, create=False)  # the schema: no views, triggers or missing columns
         uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+        seconds = query_budget() or enable_query_budget()
 
         def connect() -> sqlite3.Connection:
             con = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
             con.execute("PRAGMA query_only = ON")
+            bound_sqlite(con, seconds)  # each statement's database time is bounded
             return con
 
-        return create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=4)
+        engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=4)
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _new_statement(conn: Any, *_args: Any) -> None:
+            reset_budget(conn.connection.dbapi_connection)
+
+        return engine
 
     def _reflect(self) -> dict[str, list[str]]:
         insp = inspect(self.engine)

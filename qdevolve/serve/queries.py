@@ -37,6 +37,25 @@ def decode(text: Any, default: Any = None) -> Any:
         return text
 
 
+def number(value: Any) -> float | None:
+    """A number column's value as a float; ``None`` for NULL or for what is not a number (text,
+    bytes: a crafted database)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def whole(value: Any, default: int | None = None) -> int | None:
+    """An integer column's value; ``default`` for NULL or for what is not a whole number."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return default
+
+
 def _cols(t: Table, *names: str) -> list[Any]:
     return [t.c[n] for n in names if n in t.c]
 
@@ -156,10 +175,15 @@ def lineage_rows(db: ReadOnlyDB, run_id: str, *, after_seq: int | None = None,
             if after_evaluation is not None:
                 vq = vq.where(evals.c.id > after_evaluation)
             erows = con.execute(vq).all()
-            last = {pid: (st, sc) for pid, st, sc in erows}  # the latest wins
+            last = {pid: (None if st is None else str(st), number(sc)) for pid, st, sc in erows}  # the latest wins
     names = ("id", "gen", "island", "op", "pv")
     out: dict[str, Any] = ({k: list(v) for k, v in zip(names, zip(*rows, strict=True), strict=True)} if rows
                            else {k: [] for k in names})
+    # a database may come from anyone: a number column may hold text (SQLite keeps any type)
+    out["gen"] = [whole(g, 0) for g in out["gen"]]
+    out["island"] = [whole(v) for v in out["island"]]
+    out["pv"] = [whole(v) for v in out["pv"]]
+    out["op"] = [None if v is None else str(v) for v in out["op"]]
     none = (None, None)
     evs = [last.get(pid, none) for pid in out["id"]]
     out["status"] = [e[0] for e in evs]
