@@ -2,12 +2,15 @@
 
 A SQLite file carries code of a sort: a view named like one of our tables runs its own
 query (a recursive CTE never ends), a trigger runs on writes, and any column may hold any
-type. :func:`check_sqlite_schema` accepts a file only when its tables and columns are the
-ones :mod:`qdevolve.db.schema` describes (the columns later versions added may be missing
-from an older file) and it defines no view, trigger or virtual table. Reading commands and
+type. :func:`check_sqlite_schema` accepts a file only when it has the core tables
+(:data:`CORE_TABLES`), every table it has holds the columns :mod:`qdevolve.db.schema`
+describes (the columns later versions added may be missing from an older file), and it
+defines no view, trigger or virtual table. Reading commands and
 ``qdevolve serve`` also bound the database time of every statement (:func:`bound_sqlite`,
-:func:`pg_read_options`): :data:`QUERY_BUDGET_S` seconds of SQLite VM time (time spent in
-Python between rows does not count), or PostgreSQL's ``statement_timeout``. The bound is
+:func:`pg_read_options`): ``$QDEVOLVE_QUERY_TIMEOUT_S`` (default 60) seconds per statement on
+SQLite, measured by a progress handler (pauses of the reader longer than a quarter second
+between rows do not count, so a slow consumer of a long scan is not stopped), or
+PostgreSQL's ``statement_timeout``. The bound is
 on only where :func:`enable_query_budget` was called (read commands, the viewer), never
 for a run's writer.
 """
@@ -33,7 +36,9 @@ INTERRUPTED = "interrupted"  # sqlite3's message when a progress handler stops a
 
 #: Columns added by a migration: an older file may lack them (``qdevolve.db._engine.migrate``).
 _LATER_COLUMNS = {("evaluations", "worker")}
-_LATER_TABLES = {"run_leases", "archive_snapshots"}
+#: Tables every qdevolve database has; the others (policy, rollouts, leases, snapshots...) may be
+#: missing from an older or partial file and then read as empty.
+CORE_TABLES = frozenset({"qdevolve_schema", "runs", "programs", "edges", "evaluations", "archive_events"})
 _budget_s: float | None = None
 
 
@@ -128,7 +133,7 @@ def check_sqlite_schema(con: sqlite3.Connection, path: Path | str, version: int)
     tables = {t for kind, t, _tbl, _sql in objects if kind == "table"}
     for table in S.metadata.sorted_tables:
         if table.name not in tables:
-            if table.name in _LATER_TABLES and version < S.SCHEMA_VERSION:
+            if table.name not in CORE_TABLES:
                 continue
             raise DatabaseError(f"{path}: has no table '{table.name}', which every qdevolve database has; "
                                 "it is damaged or not written by qdevolve")

@@ -51,6 +51,9 @@ def valid_db(path: Path, n: int = 6) -> str:
                                                       kind="new", score=i / n, data="{}", created_at=now + i))
             prev = pid
     eng.dispose()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=WAL")  # as a run leaves it
+    con.close()
     return rid
 
 
@@ -70,6 +73,9 @@ CRAFTS: dict[str, str] = {
     "bad_config": "UPDATE runs SET config = '[1, 2'",
     "text_times": "UPDATE programs SET created_at = 'yesterday', generation = 'g'",
     "bad_cell": "UPDATE archive_events SET cell = '{\"a\": [[[['",
+    "edge_cycle": ("INSERT INTO edges (parent_id, child_id, run_id, position, role) SELECT "
+                   "(SELECT id FROM programs ORDER BY seq DESC LIMIT 1), id, run_id, 0, 'mutation' FROM programs "
+                   "ORDER BY seq LIMIT 1"),
     "text_ids": "UPDATE programs SET policy_version = 'v', island = 'i'",
 }
 
