@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     reading = bool(args) and args[0] in READ_COMMANDS
     if reading:
-        from qdevolve.db._untrusted import enable_query_budget
+        from qdevolve.db._untrusted import enable_query_budget, restore_query_budget
 
-        enable_query_budget()
+        previous = enable_query_budget()
     try:
         return cli.main(args=argv, prog_name="qdevolve", standalone_mode=False)
     except QdevolveError as exc:
@@ -119,4 +119,7 @@ def main(argv: list[str] | None = None) -> Any:
             raise
         click.echo(f"error: {_unreadable(args, exc)}", err=True)
         sys.exit(2)
+    finally:
+        if reading:
+            restore_query_budget(previous)  # main() called in process (tests): leave no bound behind
 

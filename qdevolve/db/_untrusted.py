@@ -26,6 +26,7 @@ from typing import Any
 from qdevolve.errors import DatabaseError
 
 __all__ = ["check_sqlite_schema", "bound_sqlite", "reset_budget", "enable_query_budget", "query_budget",
+           "restore_query_budget", "budget_from_env",
            "pg_read_options", "INTERRUPTED", "QUERY_BUDGET_ENV"]
 
 QUERY_BUDGET_ENV = "QDEVOLVE_QUERY_TIMEOUT_S"
@@ -42,16 +43,28 @@ CORE_TABLES = frozenset({"qdevolve_schema", "runs", "programs", "edges", "evalua
 _budget_s: float | None = None
 
 
-def enable_query_budget(seconds: float | None = None) -> float:
-    """Turn the bound on for this process (``$QDEVOLVE_QUERY_TIMEOUT_S``, else 60 s)."""
+def budget_from_env() -> float:
+    """``$QDEVOLVE_QUERY_TIMEOUT_S`` when it is a positive number, else 60 s."""
+    try:
+        seconds = float(os.environ.get(QUERY_BUDGET_ENV, DEFAULT_BUDGET_S))
+    except ValueError:
+        return DEFAULT_BUDGET_S
+    return seconds if seconds > 0 else DEFAULT_BUDGET_S
+
+
+def enable_query_budget(seconds: float | None = None) -> float | None:
+    """Turn the bound on for this process (``seconds``, else :func:`budget_from_env`); returns
+    the previous setting, for :func:`restore_query_budget`."""
     global _budget_s
-    if seconds is None:
-        try:
-            seconds = float(os.environ.get(QUERY_BUDGET_ENV, DEFAULT_BUDGET_S))
-        except ValueError:
-            seconds = DEFAULT_BUDGET_S
-    _budget_s = seconds if seconds > 0 else DEFAULT_BUDGET_S
-    return _budget_s
+    before = _budget_s
+    _budget_s = seconds if seconds is not None and seconds > 0 else budget_from_env()
+    return before
+
+
+def restore_query_budget(previous: float | None) -> None:
+    """Put back what :func:`enable_query_budget` returned."""
+    global _budget_s
+    _budget_s = previous
 
 
 def query_budget() -> float | None:

@@ -23,7 +23,7 @@ from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import schema as S
 from qdevolve.db._open import check_sqlite_file
-from qdevolve.db._untrusted import bound_sqlite, enable_query_budget, query_budget, reset_budget
+from qdevolve.db._untrusted import bound_sqlite, budget_from_env, query_budget, reset_budget
 from qdevolve.errors import DatabaseError
 
 __all__ = ["ReadOnlyDB", "mask_url", "is_url"]
@@ -88,14 +88,14 @@ class ReadOnlyDB:
                 given = " ".join(given) if isinstance(given, tuple) else (given or "")
                 url = url.difference_update_query(["options"])
                 args["options"] = (f"{given} -c default_transaction_read_only=on "
-                                   f"-c statement_timeout={int((query_budget() or enable_query_budget()) * 1000)}"
+                                   f"-c statement_timeout={int((query_budget() or budget_from_env()) * 1000)}"
                                    ).strip()
             return create_engine(url, connect_args=args, pool_pre_ping=True, pool_size=4)
         path = Path(make_url(target).database or "") if is_url(target) else Path(target)
         _check_sqlite_file(path)
         check_sqlite_file(path, create=False)  # the schema: no views, triggers or missing columns
         uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
-        seconds = query_budget() or enable_query_budget()
+        seconds = query_budget() or budget_from_env()
 
         def connect() -> sqlite3.Connection:
             con = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
