@@ -169,3 +169,18 @@ def test_the_budget_counts_database_time_not_time_between_rows(valid: tuple[Path
     finally:
         view.close()
 
+
+
+def test_postgres_statements_are_bounded(pg_url: str) -> None:
+    """PostgreSQL: a reading session carries ``statement_timeout``."""
+    from qdevolve.db.store import open_store
+
+    _untrusted.enable_query_budget(1.0)
+    store = open_store(pg_url, create=True)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match="statement timeout"):
+            store.execute("SELECT pg_sleep(5)")
+        assert time.monotonic() - t0 < 4.5
+    finally:
+        store.close()
