@@ -88,9 +88,10 @@ def _budget_flags(values: dict[str, Any]) -> dict[str, str | None]:
     return {key: values.pop("budget_" + key, None) for key, _flag, _help in BUDGET_FLAGS}
 
 
-TRUST_HELP = ("Let the example directory's own config set KEY, a setting that acts on the host "
-              "(e.g. sandbox.python, limits.env_allow, backend.api_base, symlinks; a prefix such as "
-              "'sandbox' covers its keys); repeatable or comma-separated. See docs/sandbox.md.")
+TRUST_HELP = ("Let the example directory's own config (for resume: the config and --plugin files stored "
+              "in the database) set KEY, a setting that acts on the host (e.g. sandbox.python, "
+              "limits.env_allow, backend.api_base, symlinks, plugins; a prefix such as 'sandbox' covers its "
+              "keys); repeatable or comma-separated. See docs/sandbox.md.")
 
 
 def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
