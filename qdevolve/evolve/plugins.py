@@ -120,15 +120,16 @@ class EnginePlugins:
         return EvalJob(program=program, evaluator=example.evaluator_path, limits=self.limits, sandbox=self.sandbox,
                        plugin_files=self.plugin_files, cascade_thresholds=self.cascade)
 
-    @staticmethod
-    def check_seed(example: Example, result: EvalResult) -> None:
-        """A seed that does not evaluate ``ok`` is a setup error (nothing is stored)."""
+    def check_seed(self, example: Example, result: EvalResult) -> None:
+        """A seed that does not evaluate ``ok`` is a setup error (nothing is stored); the error
+        carries the traceback's last frames and the ``qdevolve sandbox exec`` command that
+        reproduces it (:mod:`qdevolve.evolve.seed_failure`)."""
         if result.status != "ok" or result.score is None:
-            detail = (result.error or "").strip().splitlines()
-            detail_s = detail[-1] if detail else "no detail"
-            raise EvaluationSetupError(
-                f"{example.evaluator_path}: evaluating the seed {example.seed_path.name} gave status "
-                f"'{result.status}' ({detail_s}); fix the evaluator or the seed before evolving")
+            from qdevolve.evolve.seed_failure import seed_failure
+
+            raise seed_failure(example.seed_path, example.evaluator_path, result, sandbox_type=self.sandbox_type,
+                               limits=self.limits, cascade=self.cascade,
+                               image=self.sandbox.get("image") if self.sandbox_type == "docker" else None)
 
     def close(self) -> None:
         self.executor.close()
