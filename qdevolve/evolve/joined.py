@@ -102,7 +102,11 @@ class TrainSettings:
         known = set(cls.__dataclass_fields__)
         bad = sorted(set(d) - known)
         if bad:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(bad)}; known keys: {', '.join(sorted(known))}")
+            from qdevolve.suggest import did_you_mean
+
+            hint = did_you_mean(bad, known)
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(bad)}; {hint + ' ' if hint else ''}"
+                              f"known keys: {', '.join(sorted(known))}")
         for key in ("objective", "cluster"):
             if isinstance(d.get(key), str):
                 d[key] = {"type": d[key]}

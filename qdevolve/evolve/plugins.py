@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.errors import ConfigError, EvaluationSetupError
+from qdevolve.errors import ConfigError
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import EvalJob, Executor
@@ -40,7 +40,13 @@ def make_limits(limits: dict[str, Any]) -> Any:
             kw["env"] = sandbox_env(kw["env"])
         return SandboxLimits(**kw)
     except TypeError as exc:
-        raise ConfigError(f"limits: {exc}") from None
+        from dataclasses import fields
+
+        from qdevolve.suggest import did_you_mean
+
+        known = [f.name for f in fields(SandboxLimits)]
+        hint = did_you_mean([k for k in limits if k not in known], known)
+        raise ConfigError(f"limits: {exc}" + (f"; {hint}" if hint else "")) from None
 
 
 def resolve_sandbox(spec: dict[str, Any]) -> dict[str, Any]:

@@ -447,9 +447,11 @@ def skeleton_change(parent_code: str, child_code: str) -> str | None:
         c_end = len(child_code) if cb is None else cb.start
         before, after = parent_code[p_pos:p_end], child_code[c_pos:c_end]
         if before != after:
-            offset = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+            same = min(len(before), len(after))
+            offset = next((i for i in range(same) if before[i] != after[i]), same)
             line_no = child_code.count("\n", 0, c_pos + offset) + 1
-            line = (child_code.splitlines() or [""])[min(line_no, max(1, len(child_code.splitlines()))) - 1]
+            lines = child_code.splitlines() or [""]
+            line = lines[min(line_no, len(lines)) - 1]
             return (f"the child changes the code outside the EVOLVE-BLOCK (line {line_no}: "
                     f"{line.strip()[:60]!r}); a mutation may change only the text between the markers")
         if pb is not None and cb is not None:
