@@ -237,14 +237,17 @@ def _remove_db(path: Path) -> None:
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--ray-address", default=None,
               help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
+@click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
+              help="A plugin .py file (repeatable): where a recorded plugin file is now, or a new one; "
+                   "its hash is recorded in the run.")
 def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str | None, example_dir: str | None,
-           no_progress: bool, ray_address: str | None, **budget_values: Any) -> None:
+           no_progress: bool, ray_address: str | None, plugins: tuple[Path, ...], **budget_values: Any) -> None:
     """Continue a run from its database (after a crash, SIGKILL or to extend the budget).
 
     ``--iterations``, ``--wall-time`` and the budget options replace the run's stored limits
     (a run stopped by its token, cost or wall-time budget goes on with a larger one); the new
-    limits are stored in the run's config."""
-    from qdevolve import registry
+    limits are stored in the run's config. The run's ``--plugin`` files are loaded again
+    (a changed file warns; a moved one is named: pass ``--plugin NEW_PATH``)."""
     from qdevolve.db import open_store
     from qdevolve.evolve.display import print_summary
     from qdevolve.evolve.engine import Evolution
@@ -266,8 +269,11 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))
-    for pf in store.plugin_files(rid):
-        registry.load_plugin_file(pf["path"])
+    from qdevolve.evolve.plugin_files import reload_plugin_files
+
+    reload_plugin_files(store, rid, plugins,
+                        warn=lambda m: console.print(f"[yellow]warning:[/] {terminal_safe_line(m)}",
+                                                     soft_wrap=True, markup=True))
     if ray_address and store.get_run(rid)["config"].get("executor") != "ray":
         raise ConfigError(f"--ray-address: run {rid[:12]} does not use the ray executor")
     evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress, console=console,
