@@ -38,9 +38,12 @@ _FILE_RE = re.compile(r'^\s*File "([^"]+)"')
 
 
 def _is_runner_frame(line: str) -> bool:
+    """A frame of qdevolve's runner or of the import machinery (noise to the user)."""
     m = _FILE_RE.match(line)
     if m is None:
         return False
+    if m.group(1).startswith("<frozen "):
+        return True
     path = PurePosixPath(m.group(1))
     return path.parent.name == "runner" and path.name in _RUNNER_FILES
 
