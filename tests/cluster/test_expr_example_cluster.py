@@ -50,3 +50,14 @@ def test_objective_trains_on_graded_rewards_counted_by_cluster() -> None:
     readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
     assert "its sandbox score is its reward" not in readme
     assert "reward: raw" in readme
+
+
+def test_ast_shape_parse_strings_tells_expression_programs_apart() -> None:
+    plain = registry.cluster.create({"type": "ast_shape"})
+    parsed = registry.cluster.create({"type": "ast_shape", "parse_strings": True})
+    code = {e: SEED.replace('"x+1"', f'"{e}"') for e in ("x+1", "x+2", "3*x+1", "x*3+1", "(x+")}
+    assert len({plain(("", {"code": c})) for c in code.values()}) == 1
+    keys = {e: parsed(("", {"code": c})) for e, c in code.items()}
+    assert keys["x+1"] == keys["x+2"]  # constants stay abstract: one shape
+    assert len({keys["x+1"], keys["3*x+1"], keys["x*3+1"], keys["(x+"]}) == 4
+    assert parsed(("", {"code": 'MSG = "hello world"\n'})) == parsed(("", {"code": 'MSG = "other text"\n'}))
