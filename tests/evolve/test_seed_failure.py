@@ -88,3 +88,18 @@ def test_a_seed_that_raises_shows_its_own_traceback(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "ValueError: seed broke" in r.stderr
     assert "qdevolve sandbox exec" in r.stderr
+
+
+@pytest.mark.slow
+def test_sandbox_exec_runs_a_c_seed_as_c() -> None:
+    """The reproduce command works for other languages: ``sandbox exec`` takes the language
+    from the file's extension (a C seed was run as Python before)."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    ex = Path(__file__).resolve().parents[2] / "examples" / "c_sine_approx"
+    r = subprocess.run([*QDEVOLVE, "sandbox", "exec", str(ex / "initial_program.c"), "--evaluator",
+                        str(ex / "evaluator.py"), "--backend", "local"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "status:   ok" in r.stdout
