@@ -98,6 +98,6 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     console.print(f"  qdevolve archive stats --db {db}")
     console.print(f"  qdevolve archive plot --db {db} --out archive.png")
     if training is not None:
-        console.print(f"  qdevolve lineage policy --db {db}   # per version: loss, KL, advantages, D_n")
-        console.print(f"  qdevolve serve --db {db}   # then open the run's policy page (/runs/{summary.run_id[:12]}/policy)")
+        console.print(f"  qdevolve lineage policy --db {db}   # each trainer step")
+        console.print(f"  qdevolve serve --db {db}   # page /runs/{summary.run_id[:12]}/policy")
     console.print(f"  qdevolve resume --db {db} --iterations N   # continue")
