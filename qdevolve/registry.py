@@ -326,9 +326,12 @@ class Registry:
                 unknown = sorted(set(kwargs) - set(params))
                 if unknown:
                     accepted = [p for p in params if p not in ("self",)]
+                    from qdevolve.suggest import did_you_mean  # stdlib only: no layering cost
+
+                    hint = did_you_mean(unknown, accepted)
                     raise PluginError(
                         f"{self.kind} plugin '{name}' got unknown option(s) {', '.join(unknown)};"
-                        f" it accepts: {', '.join(accepted) or 'no options'}"
+                        f"{' ' + hint if hint else ''} it accepts: {', '.join(accepted) or 'no options'}"
                     )
         obj = factory(**kwargs)
         _check_protocol(self.kind, name, type(obj) if self.kind != "cluster" else obj, self._entries[name].source)

@@ -6,12 +6,15 @@ per-test vector ``tests``; ``combined_score`` is their mean. Hidden tests (x = -
 Python's AST (integers, x, +, -, *, parentheses; at most 9 characters; magnitudes bounded):
 never with ``eval``. Features: the expression's length and its number of multiplications,
 so MAP-Elites keeps differently shaped programs (x+x+x+1 next to 3*x+1 and x*3+1).
+``artifacts["outputs"]``: the expression's values on ``PROBES``, the behaviour the
+``semantic`` cluster hashes (x+x+2, 2*x+2 and (x+1)*2 share a key; x+1 and x+2 do not).
 """
 
 import ast
 import importlib.util
 
 VISIBLE = [(0, 1), (1, 4), (2, 7), (3, 10), (5, 16)]
+PROBES = (-7, -2, 0, 1, 3, 6, 11, 20)  # outputs here tell programs apart (the semantic cluster)
 HIDDEN = [(-3, -8), (4, 13), (7, 22), (10, 31), (25, 76)]
 MAX_LEN = 9
 LIMIT = 10**9
@@ -59,11 +62,11 @@ def evaluate(program_path):
     except BadExpression as exc:
         return {"combined_score": 0.0, "tests": [0.0] * len(VISIBLE), "hidden_pass_rate": 0.0,
                 "features": {"length": float(min(len(text), MAX_LEN)), "multiplications": 0.0},
-                "artifacts": {"error": str(exc)}}
+                "artifacts": {"error": str(exc), "outputs": "invalid"}}
     return {
         "combined_score": sum(tests) / len(tests),
         "tests": tests,
         "hidden_pass_rate": sum(hidden) / len(hidden),
         "features": {"length": float(len(text)), "multiplications": float(text.count("*"))},
-        "artifacts": {"expression": text},
+        "artifacts": {"expression": text, "outputs": ",".join(str(_value(tree, x)) for x in PROBES)},
     }

@@ -25,7 +25,7 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.backends.base import Completion, GenerationRequest
 
-__all__ = ["TransformersBackend", "render_messages"]
+__all__ = ["TransformersBackend", "quiet_transformers", "render_messages"]
 
 
 def render_messages(messages: list[dict[str, str]], tokenizer: Any) -> str:
@@ -42,6 +42,37 @@ def _cut_at_stop(ids: list[int], text_of: Any, stops: list[str]) -> tuple[int, b
         if any(s and s in text for s in stops):
             return k, True
     return len(ids), False
+
+
+VERBOSE_ENV = "QDEVOLVE_TRANSFORMERS_VERBOSE"
+
+
+def quiet_transformers() -> None:
+    """Keep transformers' and huggingface_hub's log lines, advisory warnings (the
+    ``attention_mask`` notice) and progress bars ("Loading weights") out of the user's terminal.
+
+    Set ``QDEVOLVE_TRANSFORMERS_VERBOSE=1`` to keep them (debugging a model load).
+    """
+    import os
+    import warnings
+
+    if os.environ.get(VERBOSE_ENV, "").strip() not in ("", "0"):
+        return
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        pass
+    else:
+        disable_progress_bars()
+    warnings.filterwarnings("ignore", module=r"transformers(\..*)?$")
 
 
 @registry.backend("transformers")
@@ -72,6 +103,7 @@ class TransformersBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        quiet_transformers()
         if batch_size < 1 or max_new_tokens < 1:
             raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size}, {max_new_tokens}")
         self.device = torch.device(device)

@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> Any:
         return cli.main(args=argv, prog_name="qdevolve", standalone_mode=False)
     except QdevolveError as exc:
         click.echo(f"error: {exc}", err=True)
+        detail = getattr(exc, "detail", "")  # a failing seed's traceback tail and reproduce command
+        if detail:
+            click.echo(detail, err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

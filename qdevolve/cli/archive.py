@@ -229,8 +229,10 @@ def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
         console.print(it)
 
 
-def _grid_matrix(arc: Any) -> tuple[Any, list[str]] | None:
-    """Best score per cell of a 2-D grid (merged over islands), or ``None``."""
+def _grid_matrix(arc: Any) -> tuple[Any, list[str], tuple[float, float, float, float] | None] | None:
+    """Best score per cell of a 2-D grid (merged over islands) with the feature names and the
+    grid's extent in feature units ``(x_lo, x_hi, y_lo, y_hi)`` (``None`` when the ranges are
+    not known yet), or ``None`` when the archive is not a 2-D grid."""
     import numpy as np
 
     inner = getattr(arc, "islands", None) or [arc]
@@ -247,31 +249,32 @@ def _grid_matrix(arc: Any) -> tuple[Any, list[str]] | None:
             i, j = (int(x) for x in e.cell.split(","))
             if np.isnan(mat[j, i]) or e.score > mat[j, i]:
                 mat[j, i] = e.score
-    return mat, list(first.feature_dimensions)
+    extent = None
+    ranges = getattr(first, "ranges", None)
+    if ranges is not None:
+        lo, hi = np.asarray(ranges.lo, dtype=float), np.asarray(ranges.hi, dtype=float)
+        if np.isfinite(lo).all() and np.isfinite(hi).all() and (hi > lo).all():
+            extent = (float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
+    return mat, list(first.feature_dimensions), extent
 
 
-@archive.command("plot")
-@db_option()
-@click.option("--run", "run_id", default=None, help=RUN_HELP)
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output image (.png).")
-def plot_cmd(db: str, run_id: str | None, out: str) -> None:
-    """Heatmap of a 2-D grid (best score per cell) plus best and QD-score per evaluation."""
+def archive_figure(run: dict[str, Any], rep: Replay) -> Any:
+    """The ``archive plot`` figure: the grid (axes in feature units) or the elites, and progress."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open_store(db) as store:
-        run, rep = rebuild(store, run_id)
     arc = rep.archive
     fig, (ax_map, ax_hist) = plt.subplots(1, 2, figsize=(12, 5))
     grid = _grid_matrix(arc)
     if grid is not None:
-        mat, names = grid
-        im = ax_map.imshow(mat, origin="lower", aspect="auto", cmap="viridis")
+        mat, names, extent = grid
+        im = ax_map.imshow(mat, origin="lower", aspect="auto", cmap="viridis", extent=extent)
         fig.colorbar(im, ax=ax_map, label="best score")
-        ax_map.set_xlabel(f"{names[0]} (bin)")
-        ax_map.set_ylabel(f"{names[1]} (bin)")
+        unit = "" if extent is not None else " (bin)"  # ranges unknown (nothing admitted): bin indices
+        ax_map.set_xlabel(_safe(f"{names[0]}{unit}"))
+        ax_map.set_ylabel(_safe(f"{names[1]}{unit}"))
         ax_map.set_title("best score per cell")
     else:
         elites = arc.elites()
@@ -281,8 +284,8 @@ def plot_cmd(db: str, run_id: str | None, out: str) -> None:
             ys = [e.features[dims[1]] for e in elites]
             sc = ax_map.scatter(xs, ys, c=[e.score for e in elites], cmap="viridis", s=18)
             fig.colorbar(sc, ax=ax_map, label="score")
-            ax_map.set_xlabel(dims[0])
-            ax_map.set_ylabel(dims[1])
+            ax_map.set_xlabel(_safe(dims[0]))
+            ax_map.set_ylabel(_safe(dims[1]))
             ax_map.set_title(f"elites ({arc.stats()['archive']})")
         else:
             ax_map.text(0.5, 0.5, "no 2-D features to map", ha="center", va="center")
@@ -302,6 +305,20 @@ def plot_cmd(db: str, run_id: str | None, out: str) -> None:
         ax_hist.set_axis_off()
     fig.suptitle(_safe(f"run {run['id'][:12]} ({run.get('name')})"))
     fig.tight_layout()
+    return fig
+
+
+@archive.command("plot")
+@db_option()
+@click.option("--run", "run_id", default=None, help=RUN_HELP)
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output image (.png).")
+def plot_cmd(db: str, run_id: str | None, out: str) -> None:
+    """Heatmap of a 2-D grid (best score per cell, axes in feature units) plus best and QD-score per evaluation."""
+    import matplotlib.pyplot as plt
+
+    with open_store(db) as store:
+        run, rep = rebuild(store, run_id)
+    fig = archive_figure(run, rep)
     path = Path(out)
     if not path.parent.is_dir():
         raise ConfigError(f"--out {out}: directory {path.parent} does not exist")

@@ -254,7 +254,21 @@ def _remove_db(path: Path) -> None:
             p.unlink()
 
 
-def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_address: str | None) -> list[str]:
+def _unreplaced_plugin_files(rows: list[dict[str, Any]], given: tuple[Path, ...]) -> list[dict[str, Any]]:
+    """The recorded plugin files that resume would import from their stored paths: those for
+    which the user passed no ``--plugin`` file of the same name or the same bytes."""
+    import hashlib
+
+    from qdevolve.evolve.plugin_files import current_plugin_files
+
+    names = {p.name for p in given}
+    hashes = {hashlib.sha256(p.read_bytes()).hexdigest() for p in given if p.is_file()}
+    return [row for row in current_plugin_files(rows)
+            if Path(row["path"]).name not in names and row["sha256"] not in hashes]
+
+
+def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_address: str | None,
+                        plugins: tuple[Path, ...] = ()) -> list[str]:
     """The stored config and ``--plugin`` files of a run need the same opt-ins as at ``run``:
     a database may come from anyone (:func:`~qdevolve.evolve.trust.check_stored_trust`);
     ``--ray-address`` replaces the stored address, so that one is the user's."""
@@ -266,11 +280,11 @@ def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_addres
     if ray_address and isinstance(config.get("executor_options"), dict):
         config["executor_options"] = {k: v for k, v in config["executor_options"].items() if k != "address"}
     warnings = check_stored_trust(config, trust, where=where)
-    files = store.plugin_files(rid)
+    files = _unreplaced_plugin_files(store.plugin_files(rid), plugins)
     if files and not trust.allows("plugins"):
         raise ConfigError(f"{where}: resuming imports the plugin file {terminal_safe_line(str(files[0]['path']))} "
                           "(recorded by 'qdevolve run --plugin') into this process; a database may come from "
-                          "anyone: pass --trust plugins if you trust it")
+                          "anyone: pass --trust plugins if you trust it, or --plugin FILE for it")
     return warnings
 
 
@@ -285,15 +299,18 @@ def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_addres
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--ray-address", default=None,
               help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
+@click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
+              help="A plugin .py file (repeatable): where a recorded plugin file is now, or a new one; "
+                   "its hash is recorded in the run.")
 @trust_options
 def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str | None, example_dir: str | None,
-           no_progress: bool, ray_address: str | None, **budget_values: Any) -> None:
+           no_progress: bool, ray_address: str | None, plugins: tuple[Path, ...], **budget_values: Any) -> None:
     """Continue a run from its database (after a crash, SIGKILL or to extend the budget).
 
     ``--iterations``, ``--wall-time`` and the budget options replace the run's stored limits
     (a run stopped by its token, cost or wall-time budget goes on with a larger one); the new
-    limits are stored in the run's config."""
-    from qdevolve import registry
+    limits are stored in the run's config. The run's ``--plugin`` files are loaded again
+    (a changed file warns; a moved one is named: pass ``--plugin NEW_PATH``)."""
     from qdevolve.db import open_store
     from qdevolve.evolve.display import print_summary
     from qdevolve.evolve.engine import Evolution
@@ -313,12 +330,15 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     trust = _trust(budget_values)
     store = open_store(db)
     rid = store.resolve_run(run_id)
-    _warn(console, _check_resume_trust(store, rid, db, trust, ray_address=ray_address))
+    _warn(console, _check_resume_trust(store, rid, db, trust, ray_address=ray_address, plugins=plugins))
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))
-    for pf in store.plugin_files(rid):
-        registry.load_plugin_file(pf["path"])
+    from qdevolve.evolve.plugin_files import reload_plugin_files
+
+    reload_plugin_files(store, rid, plugins,
+                        warn=lambda m: console.print(f"[yellow]warning:[/] {terminal_safe_line(m)}",
+                                                     soft_wrap=True, markup=True))
     if ray_address and store.get_run(rid)["config"].get("executor") != "ray":
         raise ConfigError(f"--ray-address: run {rid[:12]} does not use the ray executor")
     evo = Evolution.resume(store, rid, iterations=iterations, progress=not no_progress, console=console,

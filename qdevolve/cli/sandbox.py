@@ -14,6 +14,7 @@ from qdevolve.textsafe import terminal_safe, terminal_safe_line
 __all__ = ["sandbox"]
 
 _BACKENDS = ("auto", "local", "bwrap", "docker")
+_FULL_ARTIFACTS = {"traceback": 65536, "candidate_traceback": 65536}
 
 
 def _make(backend: str, warm: bool, image: str | None):
@@ -67,8 +68,8 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
         raise ConfigError(f"sandbox exec: {exc}") from exc
     name, box = _make(backend, warm, image)
     try:
-        result = box.evaluate(Program(code=program.read_text(encoding="utf-8")), evaluator, limits,
-                              cascade_thresholds=thresholds)
+        result = box.evaluate(Program(code=program.read_text(encoding="utf-8"), language=_language(program)),
+                              evaluator, limits, cascade_thresholds=thresholds)
     finally:
         box.close()
     if as_json:
@@ -83,9 +84,20 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
         for k, v in sorted(result.metrics.items()):
             click.echo(f"metric    {terminal_safe_line(k)} = {v}")
         for k, v in sorted(result.artifacts.items()):
-            tail = v if len(v) <= 2000 else "..." + v[-2000:]
+            keep = _FULL_ARTIFACTS.get(k, 2000)  # tracebacks in full (bounded by the sandbox)
+            tail = v if len(v) <= keep else "..." + v[-keep:]
             click.echo(f"--- {terminal_safe_line(k)} ---\n{terminal_safe(tail.rstrip())}")
     sys.exit(0 if result.ok else 1)
+
+
+def _language(program: Path) -> str:
+    """The program's language by its extension (``initial_program.c`` is C), else Python."""
+    from qdevolve.languages import UnknownLanguage, language_for_path
+
+    try:
+        return language_for_path(program).name
+    except UnknownLanguage:
+        return "python"
 
 
 @sandbox.command("check")

@@ -14,6 +14,9 @@ deterministic replacement for Rewarding-the-Rare's LLM judge suggested in divers
 §4. The code is ``metadata["code"]`` when present (the program a diff produced), else the
 first fenced code block of the completion, else the completion. Code that does not parse
 gets ``on_error`` (default ``"ast:invalid"``; ``None`` raises). Keys look like ``ast:<hex>``.
+``parse_strings=True`` abstracts a string constant that parses as an expression as that
+expression's tree, so programs that hold their strategy in a string (``EXPR = "3*x+1"``) get
+one key per expression shape instead of one key for all.
 """
 
 from __future__ import annotations
@@ -30,9 +33,13 @@ __all__ = ["ASTShapeCluster", "normalized_ast"]
 _MODES = ("shape", "node_types")
 
 
+_MAX_PARSED_STRING = 10_000
+
+
 class _Abstract(ast.NodeTransformer):
-    def __init__(self, keep_attributes: bool) -> None:
+    def __init__(self, keep_attributes: bool, parse_strings: bool = False) -> None:
         self.keep_attributes = keep_attributes
+        self.parse_strings = parse_strings
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         return ast.Name(id="_", ctx=node.ctx)
@@ -44,6 +51,13 @@ class _Abstract(ast.NodeTransformer):
         return node
 
     def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if self.parse_strings and isinstance(node.value, str) and 0 < len(node.value) <= _MAX_PARSED_STRING:
+            try:
+                inner = ast.parse(node.value.strip(), mode="eval").body
+            except (SyntaxError, ValueError, RecursionError):
+                pass
+            else:  # a program held in a string (EXPR = "3*x+1"): its shape, one level deep
+                return _Abstract(self.keep_attributes).visit(inner)
         return ast.Constant(value=type(node.value).__name__)
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
@@ -85,10 +99,13 @@ class _Abstract(ast.NodeTransformer):
         return super().generic_visit(node)
 
 
-def normalized_ast(code: str, *, keep_attributes: bool = True) -> ast.AST:
-    """The abstracted AST of ``code`` (raises ``SyntaxError`` when it does not parse)."""
+def normalized_ast(code: str, *, keep_attributes: bool = True, parse_strings: bool = False) -> ast.AST:
+    """The abstracted AST of ``code`` (raises ``SyntaxError`` when it does not parse).
+
+    With ``parse_strings`` a string constant that parses as a Python expression is replaced
+    by that expression's abstracted tree (strings inside it stay abstract)."""
     tree = ast.parse(code)
-    return _Abstract(keep_attributes).visit(tree)
+    return _Abstract(keep_attributes, parse_strings).visit(tree)
 
 
 @registry.cluster("ast_shape")
@@ -101,12 +118,14 @@ class ASTShapeCluster:
         mode: str = "shape",
         keep_attributes: bool = True,
         on_error: str | None = "ast:invalid",
+        parse_strings: bool = False,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
         self.mode = mode
         self.keep_attributes = bool(keep_attributes)
         self.on_error = on_error
+        self.parse_strings = bool(parse_strings)
 
     def code_of(self, item: Any) -> str:
         """The code the key is computed from."""
@@ -117,7 +136,8 @@ class ASTShapeCluster:
     def __call__(self, item: Any) -> str:
         code = self.code_of(item)
         try:
-            tree = normalized_ast(code.strip(), keep_attributes=self.keep_attributes)
+            tree = normalized_ast(code.strip(), keep_attributes=self.keep_attributes,
+                                  parse_strings=self.parse_strings)
         except (SyntaxError, ValueError) as exc:
             if self.on_error is None:
                 raise ValueError(f"ast_shape clusterer: code does not parse: {exc}") from exc

@@ -54,8 +54,11 @@ def parse_budget(data: Any, *, where: str = "config") -> dict[str, Any]:
         raise ConfigError(f"{where}: 'budget' must be a mapping, got {type(data).__name__}")
     bad = sorted(set(data) - set(BUDGET_KEYS))
     if bad:
+        from qdevolve.suggest import did_you_mean
+
+        hint = did_you_mean(bad, BUDGET_KEYS)
         raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, bad))} at 'budget'; "
-                          f"known keys: {', '.join(BUDGET_KEYS)}")
+                          f"{hint + ' ' if hint else ''}known keys: {', '.join(BUDGET_KEYS)}")
     out: dict[str, Any] = {}
     if data.get("max_tokens") is not None:
         out["max_tokens"] = int(_positive(where, "max_tokens", data["max_tokens"], integer=True))

@@ -149,7 +149,14 @@ def _unknown(where: str, path: str, got: dict[str, Any], known: tuple[str, ...])
     if bad:
         raise ConfigError(
             f"{where}: unknown key{'s' if len(bad) > 1 else ''} {', '.join(repr(b) for b in bad)} "
-            f"at '{path}'; known keys: {', '.join(known)}")
+            f"at '{path}'; {_hint(bad, known)}known keys: {', '.join(known)}")
+
+
+def _hint(bad: list[str], known: tuple[str, ...]) -> str:
+    from qdevolve.suggest import did_you_mean
+
+    hint = did_you_mean(bad, known)
+    return hint + " " if hint else ""
 
 
 def _spec(where: str, path: str, value: Any) -> dict[str, Any]:

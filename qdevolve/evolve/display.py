@@ -81,6 +81,12 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
                   f"{u['calls']} calls, {u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}")
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
+    training = getattr(summary, "training", None)
+    if training is not None:
+        from qdevolve.evolve.summary_rows import training_rows
+
+        for what, value in training_rows(training):
+            t.add_row(what, value)
     console.print(t)
     from rich.markup import escape
 
@@ -91,4 +97,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
         console.print(f"  qdevolve lineage show {summary.best_program_id[:12]} --db {db}")
     console.print(f"  qdevolve archive stats --db {db}")
     console.print(f"  qdevolve archive plot --db {db} --out archive.png")
+    if training is not None:
+        console.print(f"  qdevolve lineage policy --db {db}   # each trainer step")
+        console.print(f"  qdevolve serve --db {db}   # page /runs/{summary.run_id[:12]}/policy")
     console.print(f"  qdevolve resume --db {db} --iterations N   # continue")

@@ -75,7 +75,9 @@ class Evolution:
         self.progress, self.console = progress, console
         if plugins is None:
             plugins = EnginePlugins.build(config)
-            plugins.plugin_files = tuple(Path(pf["path"]) for pf in store.plugin_files(run_id))
+            from qdevolve.evolve.plugin_files import current_plugin_files
+
+            plugins.plugin_files = tuple(Path(pf["path"]) for pf in current_plugin_files(store.plugin_files(run_id)))
         self.plugins = plugins
         self.archive, self.executor = self.plugins.archive, self.plugins.executor
         self.listener = listener if listener is not None else _default_listener(store, run_id, config)

@@ -102,7 +102,11 @@ class TrainSettings:
         known = set(cls.__dataclass_fields__)
         bad = sorted(set(d) - known)
         if bad:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(bad)}; known keys: {', '.join(sorted(known))}")
+            from qdevolve.suggest import did_you_mean
+
+            hint = did_you_mean(bad, known)
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(bad)}; {hint + ' ' if hint else ''}"
+                              f"known keys: {', '.join(sorted(known))}")
         for key in ("objective", "cluster"):
             if isinstance(d.get(key), str):
                 d[key] = {"type": d[key]}
@@ -207,6 +211,9 @@ class JoinedListener:
 
     # -- policy and trainer --------------------------------------------------------------
     def _base_model(self) -> tuple[Any, Any]:
+        from qdevolve.backends.transformers_backend import quiet_transformers
+
+        quiet_transformers()  # no "Loading weights" bars or advisory warnings in the user's terminal
         spec = self.settings.policy
         if spec == "tiny":
             from qdevolve.rl.tiny import load_tiny_policy
@@ -228,8 +235,11 @@ class JoinedListener:
         return model, tok
 
     def _load_trainer(self) -> Any:
+        from qdevolve.backends.transformers_backend import quiet_transformers
         from qdevolve.rl.config import TrainerConfig
         from qdevolve.rl.trainer import PolicyTrainer
+
+        quiet_transformers()  # a resumed run loads its latest version with from_pretrained
 
         objective = registry.objective.create(self.settings.objective)
         objective.name = self.settings.objective["type"]

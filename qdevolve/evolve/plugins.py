@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.errors import ConfigError, EvaluationSetupError
+from qdevolve.errors import ConfigError
 from qdevolve.evolve.config import RunConfig
 from qdevolve.evolve.example import Example
 from qdevolve.evolve.executors.base import EvalJob, Executor
@@ -40,7 +40,13 @@ def make_limits(limits: dict[str, Any]) -> Any:
             kw["env"] = sandbox_env(kw["env"])
         return SandboxLimits(**kw)
     except TypeError as exc:
-        raise ConfigError(f"limits: {exc}") from None
+        from dataclasses import fields
+
+        from qdevolve.suggest import did_you_mean
+
+        known = [f.name for f in fields(SandboxLimits)]
+        hint = did_you_mean([k for k in limits if k not in known], known)
+        raise ConfigError(f"limits: {exc}" + (f"; {hint}" if hint else "")) from None
 
 
 def resolve_sandbox(spec: dict[str, Any]) -> dict[str, Any]:
@@ -120,15 +126,16 @@ class EnginePlugins:
         return EvalJob(program=program, evaluator=example.evaluator_path, limits=self.limits, sandbox=self.sandbox,
                        plugin_files=self.plugin_files, cascade_thresholds=self.cascade)
 
-    @staticmethod
-    def check_seed(example: Example, result: EvalResult) -> None:
-        """A seed that does not evaluate ``ok`` is a setup error (nothing is stored)."""
+    def check_seed(self, example: Example, result: EvalResult) -> None:
+        """A seed that does not evaluate ``ok`` is a setup error (nothing is stored); the error
+        carries the traceback's last frames and the ``qdevolve sandbox exec`` command that
+        reproduces it (:mod:`qdevolve.evolve.seed_failure`)."""
         if result.status != "ok" or result.score is None:
-            detail = (result.error or "").strip().splitlines()
-            detail_s = detail[-1] if detail else "no detail"
-            raise EvaluationSetupError(
-                f"{example.evaluator_path}: evaluating the seed {example.seed_path.name} gave status "
-                f"'{result.status}' ({detail_s}); fix the evaluator or the seed before evolving")
+            from qdevolve.evolve.seed_failure import seed_failure
+
+            raise seed_failure(example.seed_path, example.evaluator_path, result, sandbox_type=self.sandbox_type,
+                               limits=self.limits, cascade=self.cascade,
+                               image=self.sandbox.get("image") if self.sandbox_type == "docker" else None)
 
     def close(self) -> None:
         self.executor.close()

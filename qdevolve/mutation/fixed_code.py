@@ -35,9 +35,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from qdevolve.mutation.blocks import START, find_blocks
+from qdevolve.mutation.blocks import END, START, find_blocks
 
-__all__ = ["fixed_code_violations", "fixed_code_violation"]
+__all__ = ["fixed_code_violations", "fixed_code_violation", "skeleton_change"]
 
 _BUILTINS = frozenset(dir(builtins))
 _DUNDER_OK = frozenset({"__all__", "__doc__", "__version__", "__author__", "__slots__", "__annotations__",
@@ -423,16 +423,56 @@ def fixed_code_violations(code: str) -> dict[str, str]:
         return {}
 
 
-def fixed_code_violation(parent_code: str, child_code: str) -> str | None:
-    """The first violation of ``child_code`` that ``parent_code`` does not have, or ``None``."""
-    child = fixed_code_violations(child_code)
-    if not child:
+def skeleton_change(parent_code: str, child_code: str) -> str | None:
+    """How ``child_code`` changes the text outside its parent's EVOLVE-BLOCK regions, or ``None``.
+
+    A parent without markers is evolvable as a whole (``None``). Otherwise the child must have
+    as many regions, and the text around them (docstrings, constants and comments included)
+    must be the parent's, character for character: an operator that rewrites the whole file
+    (a regex over every float literal, say) is caught here whatever it changed.
+    """
+    if START not in parent_code and END not in parent_code:
         return None
-    parent = {_unlined(k) for k in fixed_code_violations(parent_code)}
-    for key, message in child.items():
-        if _unlined(key) not in parent:
-            return message
+    try:
+        parent_blocks = find_blocks(parent_code)
+        child_blocks = find_blocks(child_code)
+    except ValueError as exc:
+        return f"the child's EVOLVE-BLOCK markers are broken ({exc})"
+    if len(parent_blocks) != len(child_blocks):
+        return (f"the child has {len(child_blocks)} EVOLVE-BLOCK region(s) where its parent has "
+                f"{len(parent_blocks)}; edit only inside the existing markers")
+    p_pos = c_pos = 0
+    for pb, cb in [*zip(parent_blocks, child_blocks, strict=True), (None, None)]:
+        p_end = len(parent_code) if pb is None else pb.start
+        c_end = len(child_code) if cb is None else cb.start
+        before, after = parent_code[p_pos:p_end], child_code[c_pos:c_end]
+        if before != after:
+            same = min(len(before), len(after))
+            offset = next((i for i in range(same) if before[i] != after[i]), same)
+            line_no = child_code.count("\n", 0, c_pos + offset) + 1
+            lines = child_code.splitlines() or [""]
+            line = lines[min(line_no, len(lines)) - 1]
+            return (f"the child changes the code outside the EVOLVE-BLOCK (line {line_no}: "
+                    f"{line.strip()[:60]!r}); a mutation may change only the text between the markers")
+        if pb is not None and cb is not None:
+            p_pos, c_pos = pb.end, cb.end
     return None
+
+
+def fixed_code_violation(parent_code: str, child_code: str) -> str | None:
+    """The first way ``child_code`` changes its parent's fixed code, or ``None``.
+
+    Two checks: the text outside the EVOLVE-BLOCK regions is the parent's
+    (:func:`skeleton_change`), and the regions do not change what that text means
+    (:func:`fixed_code_violations`; only violations the parent does not already have count).
+    """
+    child = fixed_code_violations(child_code)
+    if child:
+        parent = {_unlined(k) for k in fixed_code_violations(parent_code)}
+        for key, message in child.items():
+            if _unlined(key) not in parent:
+                return message
+    return skeleton_change(parent_code, child_code)
 
 
 def _unlined(key: str) -> str:

@@ -93,7 +93,11 @@ class TrainerConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            from qdevolve.suggest import did_you_mean
+
+            hint = did_you_mean(unknown, known)
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; {hint + ' ' if hint else ''}"
+                              f"known: {', '.join(sorted(known))}")
         data = dict(data)
         if "lora_target_modules" in data and not isinstance(data["lora_target_modules"], tuple):
             data["lora_target_modules"] = tuple(data["lora_target_modules"])

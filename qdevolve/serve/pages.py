@@ -76,8 +76,10 @@ def archive_page(request: Request) -> Response:
 
 
 def policy_page(request: Request) -> Response:
-    run = Q.resolve_run(request.app.state.db, request.path_params["run"])
-    return _page(request, "policy.html", run=run, page="policy")
+    db = request.app.state.db
+    run = Q.resolve_run(db, request.path_params["run"])
+    has_policy = bool(Q.policy_versions(db, run["id"]))  # none: say so, draw no empty charts
+    return _page(request, "policy.html", run=run, page="policy", has_policy=has_policy)
 
 
 def program_page(request: Request) -> Response:

@@ -17,21 +17,26 @@ from .conftest import QDEVOLVE
 
 BOLTZMANN_FILE = Path(__file__).resolve().parents[2] / "plugins/qdevolve_boltzmann/qdevolve_boltzmann/selection.py"
 
+# docs/plugins.md's operator (it edits only the EVOLVE-BLOCK bodies)
 MUTATION_PLUGIN = '''
 import re
 from qdevolve import registry
 from qdevolve.mutation.base import Candidate
+from qdevolve.mutation.blocks import block_texts, splice_blocks
+
+FLOAT = re.compile(r"(?<![\\w.])\\d+\\.\\d+(?![\\w.])")
 
 
 @registry.mutation("scale_constants")
 class ScaleConstants:
-    """Multiply every float literal by one factor drawn from [0.5, 2]."""
+    """Multiply every float literal inside the EVOLVE-BLOCK regions by one factor from [0.5, 2]."""
     n_parents = 1
     needs_backend = False
 
     async def propose(self, parent, context, backend):
         f = float(context.rng.uniform(0.5, 2.0))
-        code = re.sub(r"\\d+\\.\\d+", lambda m: repr(float(m.group()) * f), parent.code)
+        bodies = [FLOAT.sub(lambda m: repr(float(m.group()) * f), body) for body in block_texts(parent.code)]
+        code = splice_blocks(parent.code, bodies)
         return [Candidate(code=code, operator="scale_constants", parent_ids=(parent.id,))]
 '''
 

@@ -15,13 +15,18 @@
     const d = await getJSON("/api/runs/" + encodeURIComponent(runId) + "/policy");
     const rows = d.versions;
     const summary = document.getElementById("policy-summary");
+    const charts = document.getElementById("policy-charts"), table = document.getElementById("versions");
+    charts.hidden = table.hidden = !rows.length;  // no policy: no empty charts, the page says so
     if (!rows.length) {
-      summary.textContent = "This run recorded no policy versions: it trained no policy (a joined run, " +
-        "qdevolve run --policy ..., records one per trainer step).";
-    } else {
-      summary.textContent = rows.length + " policy versions · objective " + (rows[rows.length - 1].objective || "-") +
-        " · pass@1 counts a rollout correct when its reward ≥ " + fmt(d.correct_threshold);
+      summary.textContent = "This run trained no policy, so it has no policy versions to chart. A joined run " +
+        "(qdevolve run EXAMPLE --policy tiny, or a train: section in config.yaml) records one version per trainer step.";
+      renders += 1;
+      document.body.dataset.policyReady = String(renders);
+      document.body.dataset.policyVersions = "0";
+      return;
     }
+    summary.textContent = rows.length + " policy versions · objective " + (rows[rows.length - 1].objective || "-") +
+      " · pass@1 counts a rollout correct when its reward ≥ " + fmt(d.correct_threshold);
     const xAxis = {type: "value", name: "policy version", nameLocation: "middle", nameGap: 28, minInterval: 1};
     train.setOption({
       animation: false, tooltip: {trigger: "axis", formatter: axisTip}, legend: {top: 0},
@@ -37,6 +42,7 @@
       series: [series(rows, "D_n", "D_n"), {name: "programs", type: "bar", data: rows.map(r => [r.version, r.programs])},
                series(rows, "pass@1", "pass@1", {yAxisIndex: 1})],
     }, {notMerge: true});
+    train.resize(); outcome.resize();  // drawn while hidden (a run whose first version just arrived)
     const tbody = document.querySelector("#versions tbody");
     tbody.replaceChildren(...rows.map(r => el("tr", {version: r.version},
       el("td", {class: "num", text: r.version}), el("td", {class: "num", text: fmt(r.parent_version)}),

@@ -1,0 +1,43 @@
+"""The transformers backend keeps transformers' logs, advisory warnings and progress bars
+("Loading weights", the ``attention_mask`` notice) out of the user's terminal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow  # a fresh interpreter importing transformers: seconds each
+
+SCRIPT = """
+import logging, os, sys
+from transformers.utils import logging as hf_logging
+{prelude}
+from qdevolve.backends.transformers_backend import quiet_transformers
+quiet_transformers()
+print(hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(), os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS"))
+hf_logging.get_logger("transformers.generation.utils").warning("The attention mask is not set")
+"""
+
+
+def _run(prelude: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", SCRIPT.format(prelude=prelude)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_quiet_transformers_silences_logs_and_bars() -> None:
+    r = _run()
+    assert r.returncode == 0, r.stderr
+    verbosity, bars, hub = r.stdout.split()
+    assert int(verbosity) == 40 and bars == "False" and hub == "1"  # logging.ERROR
+    assert "attention mask" not in r.stderr
+
+
+def test_verbose_env_keeps_them() -> None:
+    r = _run('os.environ["QDEVOLVE_TRANSFORMERS_VERBOSE"] = "1"')
+    assert r.returncode == 0, r.stderr
+    verbosity, bars, _hub = r.stdout.split()
+    assert int(verbosity) != 40 and bars == "True"
+    assert "attention mask" in r.stderr
