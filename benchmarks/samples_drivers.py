@@ -105,9 +105,12 @@ def run_qdevolve(a: argparse.Namespace) -> None:
     from qdevolve.evolve.example import load_example
 
     ex = load_example(a.task)
+    overrides = json.loads(a.qd_overrides or "{}")
+    if isinstance(overrides.get("archive"), dict) and overrides["archive"].get("inner") == "$example":
+        overrides["archive"] = {**overrides["archive"], "inner": ex.config.archive}  # islands of the example's archive
     cfg = ex.config.with_overrides(
         iterations=a.calls, workers=a.workers, max_pending=a.concurrency, seed=a.seed,
-        mutation=[{"type": "rewrite", "weight": 1.0}], **json.loads(a.qd_overrides or "{}"),
+        mutation=[{"type": "rewrite", "weight": 1.0}], **overrides,
         backend={"type": "openai", "api_base": a.url, "model": "mutation-server", "timeout_s": 60, "retries": 2,
                  "concurrency": a.concurrency})
     store = LineageStore(a.out / "qd.sqlite")
