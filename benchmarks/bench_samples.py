@@ -74,6 +74,24 @@ def run_one(fw: str, task: Path, seed: int, args: argparse.Namespace, out: Path,
             "records": read_records(out / "evaluations.jsonl")}
 
 
+def report_from_disk(args: argparse.Namespace) -> None:
+    """The report of every arm and seed found under ``--out/<task>/<arm>/seed*/``."""
+    lines, summaries, results = [], {}, {}
+    for task_name in args.tasks.split(","):
+        task_dir = args.out / task_name
+        arms = sorted(d.name for d in task_dir.iterdir() if d.is_dir()) if task_dir.is_dir() else []
+        results[task_name] = {arm: [read_records(s / "evaluations.jsonl") for s in sorted((task_dir / arm).glob("seed*"))
+                                    if (s / "evaluations.jsonl").exists()] for arm in arms}
+        results[task_name] = {a: r for a, r in results[task_name].items() if r}
+        if results[task_name]:
+            task_lines, summaries[task_name] = report_lines(task_name, results[task_name], args.calls)
+            lines += task_lines
+    args.report.write_text("\n".join([f"# bench_samples report rebuilt from {args.out}", ""] + lines) + "\n")
+    if summaries:
+        plot(summaries, results, args.calls, args.plot)
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="circle_packing,erdos_min_overlap,autocorrelation_c1")
@@ -88,7 +106,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "samples")
     ap.add_argument("--report", type=Path, default=ROOT / "benchmarks" / "results" / "samples.md")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench_samples.png")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: rebuild the report and plot from the runs stored under --out")
     args = ap.parse_args()
+    if args.report_only:
+        report_from_disk(args)
+        return
     arms = [(fw, "") for fw in args.frameworks.split(",") if fw]
     arms += [(f"qdevolve+{v.split('=', 1)[0]}", v.split("=", 1)[1]) for v in args.variant]
     loads, started = [os.getloadavg()[0]], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
