@@ -77,3 +77,9 @@ def test_http_round_trip_and_log(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_last_current_program_heading_wins() -> None:
+    quoted = f"# Previous attempt\n# Current program\n```python\n{OTHER}```\n"
+    assert ms.find_parent(quoted + PROMPTS["shinka"]) == PARENT
+    assert ms.find_parent("# Current Program Information\n```python\n" + OTHER + "```\n") is None
