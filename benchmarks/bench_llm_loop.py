@@ -13,6 +13,14 @@ evaluation (the controller process only; sandbox processes and OpenEvolve's work
 processes excluded alike). Each framework runs in its own process; with ``--repeats N`` the
 two alternate N times per latency and the ratio of each back-to-back pair is reported.
 
+Counted alike for both frameworks: a child counts when its evaluation ran and ended ``ok``.
+qdevolve's children are read from its store (which keeps every evaluation); OpenEvolve's
+from its evaluator calls, through a thin wrapper evaluator that appends one line per call
+to a log before returning the example's own result (OpenEvolve's database is not a count: it
+deletes programs pushed out of their MAP-Elites cell). The seed's evaluation is excluded
+from both counts. Both timers span the same work: from constructing the framework's run
+(set-up and the seed's evaluation included) to the end of the run; imports are outside both.
+
 qdevolve evaluates with integrity on (the candidate in its own isolated process, the
 evaluator untouchable) on ``--backend`` (default ``local``) and, by default, the warm path
 (``--warm``: a pre-imported template per worker forks each evaluation; ``--cold``: a fresh
@@ -62,10 +70,10 @@ def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, wor
         mutation=[{"type": "diff", "weight": 1.0}],
         backend={"type": "openai", "api_base": url, "model": "scripted", "timeout_s": 60, "retries": 2,
                  "concurrency": concurrency})
+    c0, t0 = _cpu(), time.perf_counter()  # set-up and seed evaluation inside the timer, as OpenEvolve's
     store = LineageStore(workdir / "qd.sqlite")
     evo = Evolution.start(ex, cfg, store, progress=False)
     gauge = _InFlight(evo.backend)
-    c0, t0 = _cpu(), time.perf_counter()
     evo.run()
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
     gauge.stop()
@@ -73,12 +81,14 @@ def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, wor
     used = [bool(getattr(b, "warm", False)) for b in boxes] or [bool((sandbox or {}).get("warm"))]
     warm = " warm" if all(used) else " cold" if not any(used) else " warm/cold"
     evo.close()
+    evaluated = store.execute("SELECT COUNT(*) FROM evaluations e JOIN programs p ON p.id = e.program_id "
+                              "WHERE p.operator != 'seed'")[0][0]
     ok = store.execute("SELECT COUNT(*) FROM evaluations e JOIN programs p ON p.id = e.program_id "
                        "WHERE p.operator != 'seed' AND e.status = 'ok'")[0][0]
     salvaged = store.execute("SELECT COUNT(*) FROM programs WHERE json_extract(metadata, '$.salvaged') "
                              "IS NOT NULL")[0][0]
     return {"framework": "qdevolve", "sandbox": evo.sandbox_name + warm, "iterations": evo.children,
-            "successful": ok, "salvaged": salvaged, "wall_s": wall, "cpu_s": cpu,
+            "evaluated": evaluated, "successful": ok, "salvaged": salvaged, "wall_s": wall, "cpu_s": cpu,
             "model_concurrency": concurrency, "eval_workers": workers, "mean_in_flight": gauge.mean}
 
 
@@ -137,6 +147,41 @@ evaluator:
 """
 
 
+COUNTING_EVALUATOR = """# Written by bench_llm_loop: the example's evaluator, plus one log line per call.
+import importlib.util, json, os
+
+_spec = importlib.util.spec_from_file_location("bench_inner_evaluator", {inner!r})
+_inner = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_inner)
+
+
+def _log(ok):
+    line = (json.dumps({{"ok": ok, "pid": os.getpid()}}) + "\\n").encode()
+    fd = os.open({log!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)  # one O_APPEND write: lines from worker processes never interleave
+    finally:
+        os.close(fd)
+
+
+def evaluate(program_path):
+    try:
+        result = _inner.evaluate(program_path)
+    except BaseException:
+        _log(False)
+        raise
+    _log(True)
+    return result
+"""
+
+
+def count_evaluator_calls(log: Path) -> tuple[int, int]:
+    """(calls, calls that returned) logged by the counting evaluator, the seed's (the first) excluded."""
+    lines = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()] if log.exists() else []
+    children = lines[1:]  # OpenEvolve evaluates the seed once, before its first iteration
+    return len(children), sum(1 for c in children if c["ok"])
+
+
 def run_openevolve(url: str, iterations: int, workdir: Path, concurrency: int, workers: int,
                    sandbox: dict | None = None) -> dict:
     from openevolve import OpenEvolve
@@ -144,17 +189,20 @@ def run_openevolve(url: str, iterations: int, workdir: Path, concurrency: int, w
 
     cfg_path = workdir / "oe_config.yaml"
     cfg_path.write_text(OE_CONFIG.format(n=iterations, url=url, concurrency=concurrency))
-    controller = OpenEvolve(str(EXAMPLE / "initial_program.py"), str(EXAMPLE / "evaluator.py"),
-                            load_config(str(cfg_path)), output_dir=str(workdir / "oe_out"))
-    c0, t0 = _cpu(), time.perf_counter()
+    log = workdir / "evaluator_calls.jsonl"
+    evaluator = workdir / "counting_evaluator.py"
+    evaluator.write_text(COUNTING_EVALUATOR.format(inner=str(EXAMPLE / "evaluator.py"), log=str(log)))
+    config = load_config(str(cfg_path))
+    c0, t0 = _cpu(), time.perf_counter()  # set-up and seed evaluation inside the timer, as qdevolve's
+    controller = OpenEvolve(str(EXAMPLE / "initial_program.py"), str(evaluator), config,
+                            output_dir=str(workdir / "oe_out"))
     asyncio.run(controller.run(iterations=iterations))
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
-    programs = list(controller.database.programs.values())
-    children = [p for p in programs if p.parent_id is not None]
-    ok = sum(1 for p in children if "error" not in (p.metrics or {}))
+    evaluated, ok = count_evaluator_calls(log)
+    kept = sum(1 for p in controller.database.programs.values() if p.parent_id is not None)
     return {"framework": "openevolve", "sandbox": "none (in-process)", "iterations": iterations,
-            "successful": ok, "salvaged": 0, "wall_s": wall, "cpu_s": cpu,
-            "model_concurrency": concurrency, "eval_workers": concurrency}
+            "evaluated": evaluated, "successful": ok, "kept_in_database": kept, "salvaged": 0,
+            "wall_s": wall, "cpu_s": cpu, "model_concurrency": concurrency, "eval_workers": concurrency}
 
 
 def _child(framework: str, url: str, args: argparse.Namespace) -> dict:
@@ -223,7 +271,8 @@ def main() -> None:
             server.wait(timeout=10)
     t = Table(title=f"{args.iterations} iterations on circle_packing, model concurrency {args.concurrency}")
     cols = ("latency", "framework", "isolation", "model concurrency", "eval workers", "requests in flight (mean)",
-            "iterations/s", "successful evals/s", "ok / salvaged", "controller CPU ms/eval")
+            "iterations/s", "successful evals/s", "iterations / evaluated / ok", "salvaged",
+            "kept in OpenEvolve's database", "controller CPU ms/eval")
     for c in cols:
         t.add_column(c)
     lines = [f"# bench_llm_loop ({time.strftime('%Y-%m-%d %H:%M')})", "",
@@ -237,7 +286,8 @@ def main() -> None:
         vals = (f"{r['latency_s']:.0f} s", r["framework"], r["sandbox"], str(r["model_concurrency"]),
                 str(r["eval_workers"]), "-" if inflight is None else f"{inflight:.1f}",
                 f"{r['iterations'] / r['wall_s']:.2f}", f"{_rate(r):.2f}",
-                f"{r['successful']}/{r['iterations']} / {r['salvaged']}",
+                f"{r['iterations']} / {r['evaluated']} / {r['successful']}", str(r["salvaged"]),
+                str(r.get("kept_in_database", "-")),
                 f"{1000 * r['cpu_s'] / max(r['iterations'], 1):.1f}")
         t.add_row(*vals)
         lines.append("| " + " | ".join(vals) + " |")
@@ -248,9 +298,14 @@ def main() -> None:
         ratios = [a / max(b, 1e-9) for a, b in zip(q, o, strict=True)]  # each repeat's pair, run back to back
         lines.append(f"At {latency:.0f} s latency: successful evaluations/s qdevolve {_spread(q)}, OpenEvolve "
                      f"{_spread(o)}; ratio per repeat {_spread(ratios)}x (median (min-max))")
+        for fw in ("qdevolve", "openevolve"):
+            for r in (r for r in rows if r["latency_s"] == latency and r["framework"] == fw):
+                lines.append(f"  {fw}: {r['iterations']} iterations, {r['evaluated']} children evaluated, "
+                             f"{r['successful']} ok" + (f", {r['kept_in_database']} still in its database"
+                                                         if "kept_in_database" in r else ""))
     Console().print(t)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-len({r['latency_s'] for r in rows}):]))
+    print("\n".join(ln for ln in lines if ln.startswith(("At ", "  "))))
     print(f"wrote {args.out}")
 
 

@@ -17,6 +17,7 @@ Native layout (every section optional; every plugin slot is ``{type: NAME, ...kw
     prompt:     {system_message: ..., ...}                   # handed to prompt builders
     novelty:    {threshold: 0.99, model_path: null}          # embedding novelty rejection
     budget:     {max_tokens: N, max_cost: USD, max_wall_time: s, prices: {model: {input, output}}}
+    record:     {value: 2.9396, direction: max, source: ..., metric: null}  # best known; summary shows the gap
     train:      {...}                                        # the joined inner loop
 
 An OpenEvolve ``config.yaml`` (top-level ``max_iterations``, ``llm``, ``database``,
@@ -38,7 +39,7 @@ from qdevolve.errors import ConfigError
 __all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS", "cli_fields"]
 
 NATIVE_SECTIONS = ("run", "archive", "selection", "mutation", "backend", "sandbox", "limits",
-                   "evaluator", "inspirations", "prompt", "train", "novelty", "budget")
+                   "evaluator", "inspirations", "prompt", "train", "novelty", "budget", "record")
 NOVELTY_KEYS = ("threshold", "model_path", "max_length")
 OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_dir", "random_seed",
                    "language", "file_suffix", "diff_based_evolution", "max_code_length",
@@ -96,6 +97,7 @@ class RunConfig:
     train: dict[str, Any] | None = None
     novelty: dict[str, Any] | None = field(default=None, metadata={"help": "Embedding novelty rejection: {threshold, model_path}."})
     budget: dict[str, Any] | None = field(default=None, metadata={"help": "Token / cost / wall-time budget: {max_tokens, max_cost, max_wall_time, prices}."})
+    record: dict[str, Any] | None = None  # the best known value: {value, direction, source, metric}
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,6 +248,10 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
         nov = _mapping(where, "novelty", data["novelty"])
         _unknown(where, "novelty", nov, NOVELTY_KEYS)
         kw["novelty"] = nov
+    if data.get("record") is not None:  # compat hook: the problem's best known value
+        from qdevolve.evolve.best_known import parse_record
+
+        kw["record"] = parse_record(data["record"], where=where)
     return RunConfig(**kw)
 
 

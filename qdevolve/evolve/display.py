@@ -71,6 +71,8 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     if gain is not None:
         rel = f" ({100 * gain / abs(summary.seed_score):+.2f}%)" if summary.seed_score else ""
         t.add_row("gain over seed", f"{gain:+.6g}{rel}")
+    if getattr(summary, "record", None):
+        t.add_row("best known", terminal_safe_line(summary.record))
     t.add_row("best program", summary.best_program_id or "-")
     for key in ("coverage", "qd_score", "size", "novelty_rejected"):
         if key in summary.stats and summary.stats[key] is not None:

@@ -76,6 +76,7 @@ class RunSummary:
     stats: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "budget"
     training: TrainingSummary | None = None
+    record: str | None = None  # "best X, record Y (source), gap Z" when config.yaml names a record
 
     @property
     def gain(self) -> float | None:
@@ -98,4 +99,18 @@ def summarize(evo: Any, elapsed: float) -> RunSummary:
     return RunSummary(run_id=evo.run_id, db=evo.store.target, evaluations=evo.store.count_evaluations(evo.run_id),
                       budget=led.budget, seed_score=led.seed_score, best_score=led.best_score,
                       best_program_id=led.best_id, by_status=dict(led.by_status), elapsed_s=elapsed, stats=stats,
-                      stop_reason=led.stop_reason or "budget", training=training)
+                      stop_reason=led.stop_reason or "budget", training=training, record=_record(evo, led))
+
+
+def _record(evo: Any, led: Any) -> str | None:
+    """The gap to the config's ``record`` (the best program's ``record.metric``, else its score)."""
+    record = getattr(evo.config, "record", None)
+    if not record:
+        return None
+    from qdevolve.evolve.best_known import record_line
+
+    best = led.best_score
+    if record.get("metric") and led.best_id:
+        result = evo.store.get_evaluation(led.best_id)
+        best = (result.metrics or {}).get(record["metric"]) if result is not None else None
+    return record_line(record, best)
