@@ -275,6 +275,8 @@ def preimport() -> None:
     import tokenize  # noqa: F401 - linecache opens source files with it
     import traceback  # noqa: F401 - the failure path
 
+    import _importguard  # noqa: F401 - installed in finish
+
 
 def main(argv: list) -> None:
     import signal
@@ -382,6 +384,9 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
 
     _standin.CANDIDATE = candidate
     try:
+        import _importguard
+
+        _importguard.install(cfg["program"], None if candidate.user is None else candidate.user[0])
         _standin.install(cfg["program"])
         if cfg.get("evaluator"):
             body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"], cfg.get("cascade"))

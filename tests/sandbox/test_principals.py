@@ -190,3 +190,32 @@ def code():
 '''
     r = box.evaluate(Program(code=program), str(ev), LIMITS)
     assert r.status == "error" and "SystemExit" in (r.error or ""), (r.status, r.error)
+
+
+def test_a_directory_the_candidate_writes_imports_only_the_program(box, tmp_path):
+    """An evaluator that puts the program's directory on sys.path imports the program (a
+    stand-in) from there, never a module the candidate planted beside it."""
+    ev = tmp_path / "evaluator.py"
+    ev.write_text('''
+import os, sys
+def evaluate(program_path):
+    sys.path.insert(0, os.path.dirname(program_path))
+    import program
+    program.plant()
+    try:
+        import planted_helper
+        got = planted_helper.VALUE
+    except ImportError:
+        got = 0.0
+    return {"combined_score": float(program.answer()), "planted": float(got)}
+''')
+    code = '''
+def plant():
+    with open("planted_helper.py", "w") as fh:
+        fh.write("VALUE = 1e9\\n")
+def answer():
+    return 0.5
+'''
+    r = box.evaluate(Program(code=code), str(ev), LIMITS)
+    assert r.status == "ok", (r.error, r.artifacts)
+    assert r.score == 0.5 and r.metrics["planted"] == 0.0, r.metrics

@@ -1,0 +1,54 @@
+"""The runner's import path refuses what the candidate could have written (stdlib only).
+
+Staged next to ``runner.py``. The runner's own ``sys.path`` holds nothing the candidate can
+write; an evaluator may still add a directory (often the program's: ``sys.path.insert(0,
+os.path.dirname(program_path))``). :func:`install` puts a path hook first: a ``sys.path``
+entry that is world-writable or owned by the candidate's uid gets a finder that finds only
+the program itself (which the stand-in then replaces) and nothing else, so no module the
+candidate planted there is ever imported by the trusted side.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+class _ProgramOnly:
+    """The finder of a directory the candidate may write: only the program is found there."""
+
+    def __init__(self, entry: str, program: str) -> None:
+        self.entry, self.program = entry, program
+
+    def find_spec(self, name, target=None):
+        from importlib import machinery
+
+        path = os.path.join(self.entry, name.rpartition(".")[2] + ".py")
+        try:
+            if os.path.realpath(path) != self.program:
+                return None
+        except (OSError, ValueError):
+            return None
+        return machinery.ModuleSpec(name, machinery.SourceFileLoader(name, path), origin=path)
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def install(program: str, candidate_uid: int | None) -> None:
+    """Guard every later ``sys.path`` lookup (see the module doc)."""
+    real = os.path.realpath(program)
+    own = os.getuid()
+
+    def hook(entry: str):
+        try:
+            st = os.stat(entry or ".")
+        except OSError:
+            raise ImportError(entry) from None
+        if st.st_mode & 0o002 or (candidate_uid is not None and candidate_uid != own
+                                  and st.st_uid == candidate_uid):
+            return _ProgramOnly(entry or ".", real)
+        raise ImportError(entry)  # not the candidate's: the ordinary finders
+
+    sys.path_hooks.insert(0, hook)
+    sys.path_importer_cache.clear()
