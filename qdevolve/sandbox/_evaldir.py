@@ -23,9 +23,11 @@ __all__ = ["MAX_BYTES", "MAX_FILES", "SKIP_DIRS", "SKIP_SUFFIXES", "EvalDir", "s
 
 MAX_FILES = 2000
 MAX_BYTES = 256 << 20
-#: Directories never copied: caches, version control, virtual environments and run databases.
+#: Directories never copied: caches, version control, virtual environments, run databases
+#: (``archives``) and OpenEvolve's output directory.
 SKIP_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", "archives",
-                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints",
+                       "openevolve_output"})
 #: Files never copied: run databases (and their journals).
 SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".pyc")
 
