@@ -177,7 +177,7 @@ def render_bwrap_root_argv(python: str, runner_dir: str, workdir: str, *, limits
     for name, value in env.items():
         argv += ["--setenv", name, value]
     argv += _bwrap_system()
-    argv += ["--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
+    argv += ["--perms", "1777", "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
     ro = [p for p in ro_paths if not p.startswith("/usr/")]
     work = f"{SANDBOX_ROOT}/work"
     for d in _parents([*ro, f"{SANDBOX_ROOT}/runner", f"{SANDBOX_ROOT}/evaluator", work]):
@@ -195,7 +195,7 @@ def render_bwrap_root_argv(python: str, runner_dir: str, workdir: str, *, limits
     for name in (*programs, ".qdevolve-run"):
         argv += ["--ro-bind", f"{workdir}/{name}", f"{work}/{name}"]
     argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/dev/shm",
+             "--perms", "1777", "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/dev/shm",
              "--chdir", work,
              "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py", f"{work}/.qdevolve-run"]
     return argv

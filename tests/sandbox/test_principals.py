@@ -219,3 +219,13 @@ def answer():
     r = box.evaluate(Program(code=code), str(ev), LIMITS)
     assert r.status == "ok", (r.error, r.artifacts)
     assert r.score == 0.5 and r.metrics["planted"] == 0.0, r.metrics
+
+
+def test_the_candidates_scratch_directories_are_writable_and_sticky(box):
+    """The candidate writes in /tmp, /dev/shm and its work dir (root's or the runner's
+    files there stay out of its reach: the directories are sticky)."""
+    code = ("import os\nfor d in ('/tmp', '/dev/shm', '.'):\n    open(os.path.join(d, 'x'), 'w').write('1')\n"
+            "print(' '.join(oct(os.stat(d).st_mode & 0o7777) for d in ('/tmp', '/dev/shm', '.')))\n")
+    r = box.evaluate(Program(code=code), None, LIMITS)
+    assert r.status == "ok", (r.error, r.artifacts)
+    assert r.artifacts["stdout"].split() == ["0o1777"] * 3
