@@ -135,11 +135,13 @@ class BwrapSandbox(WarmPath, ProcessSandbox):
             return render_bwrap_root_argv(
                 self.python, str(self.staging.runner_dir), str(run_dir), limits=limits, env=env,
                 ro_paths=self._ro, evaluator_dir=None if evaluator is None else str(evaluator.parent))
-        return render_bwrap_argv(
+        argv = render_bwrap_argv(
             self.python, str(self.staging.runner_dir), str(run_dir), uid=None,
-            gid=None, limits=limits, env=env, ro_paths=self._ro,
-            evaluator=None if evaluator is None else str(evaluator),
-        )
+            gid=None, limits=limits, env=env, ro_paths=self._ro, evaluator=None)
+        if evaluator is not None:  # the evaluator's whole directory, as in the root argv
+            end = argv.index("--")
+            argv[end:end] = ["--ro-bind", str(evaluator.parent), f"{SANDBOX_ROOT}/evaluator"]
+        return argv
 
 
 #: What the cold runner keeps of root's capabilities: the candidate's and its own uid, and

@@ -229,3 +229,19 @@ def test_the_candidates_scratch_directories_are_writable_and_sticky(box):
     r = box.evaluate(Program(code=code), None, LIMITS)
     assert r.status == "ok", (r.error, r.artifacts)
     assert r.artifacts["stdout"].split() == ["0o1777"] * 3
+
+
+def test_single_uid_bwrap_also_carries_the_evaluator_directory(tmp_path):
+    """A normal user's bwrap (one uid; simulated by an empty uid pool) binds the evaluator's
+    whole directory too: data beside the evaluator loads."""
+    (tmp_path / "evaluator.py").write_text(
+        "from pathlib import Path\nN = int((Path(__file__).parent / 'n.txt').read_text())\n"
+        "def evaluate(p):\n    return {'combined_score': N / 10}\n")
+    (tmp_path / "n.txt").write_text("7")
+    b = make_box("bwrap")
+    b.uids = None
+    try:
+        r = b.evaluate(Program(code="x = 1\n"), str(tmp_path / "evaluator.py"), LIMITS)
+    finally:
+        b.close()
+    assert r.status == "ok" and r.score == 0.7, (r.status, r.error)
