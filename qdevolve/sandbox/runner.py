@@ -354,11 +354,11 @@ def main(argv: list) -> None:
     # fork the candidate from this state (no interpreter start-up; docker, whose nonce is in
     # memory already: a fresh interpreter), then become the runner's uid, then read the nonce:
     # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
+    _procctl.no_new_privs()  # inherited by the candidate: no exec gains it privileges
     candidate.start()
     if users is not None:
         _procctl.drop_keeping_kill(*users["runner"])
         _procctl.nondumpable()
-        _procctl.no_new_privs()
     if nonce is None:
         nonce = _read_nonce()
     finish(cfg, nonce, channel, drain, candidate)
@@ -393,13 +393,14 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
         else:
             body = _run_builtin(cfg["program"])
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
-        sys.meta_path.insert(0, _NoImports)
+        sys.meta_path.insert(0, _NoImports)  # the failure path runs only what is loaded
         try:
             body = _failure(exc, candidate)
         except BaseException as again:  # noqa: BLE001 - even formatting may fail
             body = {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc} "
                                                           f"(and {type(again).__name__} describing it)")}
-    sys.meta_path.insert(0, _NoImports)
+    if sys.meta_path[0] is not _NoImports:
+        sys.meta_path.insert(0, _NoImports)
     candidate.close()
     if cfg.get("reap_keep") is not None:
         users = cfg.get("users")
