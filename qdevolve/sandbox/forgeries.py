@@ -18,7 +18,7 @@ hook that edits the record; and threads that keep patching while the evaluator w
 from __future__ import annotations
 
 __all__ = ["HONEST_EVALUATOR", "HONEST_DATA", "HONEST_SCORE", "FORGERIES", "HONEST_PACKING",
-           "HONEST_PACKING_SCORE", "write_honest_evaluator"]
+           "HONEST_PACKING_SCORE", "PLANTED_MODULE", "forged_record", "write_honest_evaluator"]
 
 #: The honest evaluator every forgery runs against (written with :data:`HONEST_DATA` beside
 #: it by :func:`write_honest_evaluator`): a valid packing's score is scaled by a factor read from
@@ -246,19 +246,7 @@ for pid in (os.getppid(), 1, -1):
         "directory, the work dir, /tmp), then raise SystemExit so the runner's failure path "
         "imports them", '''
 import glob, os, sys
-PLANT = """
-import os, sys
-f, nonce, chans = sys._getframe(), None, []
-while f is not None:
-    if isinstance(f.f_locals.get("nonce"), str):
-        nonce = f.f_locals["nonce"]
-    if isinstance(f.f_locals.get("channel"), int):
-        chans.append(f.f_locals["channel"])
-    f = f.f_back
-if nonce and chans:
-    os.write(chans[-1], (%r %% nonce).encode())
-    os._exit(0)
-""" % FORGED
+PLANT = PLANTED_MODULE % FORGED
 dirs = ["/qdevolve/evaluator", *glob.glob("/qdevolve/evaluators/*"), os.getcwd(), "/tmp",
         *glob.glob("/tmp/qdevolve-*/evaluators/*"), *[p for p in sys.path if p]]
 for d in dirs:
@@ -289,7 +277,31 @@ for pat in pats:
 }
 
 
+#: A module planted where the trusted runner might import it: run there, it walks up to
+#: ``runner.finish``'s frame (the nonce, the record channel) and writes the record ``%r``
+#: (a format with one ``%s`` for the nonce) before the runner does.
+PLANTED_MODULE = """
+import os, sys
+f, nonce, chans = sys._getframe(), None, []
+while f is not None:
+    if isinstance(f.f_locals.get("nonce"), str):
+        nonce = f.f_locals["nonce"]
+    if isinstance(f.f_locals.get("channel"), int):
+        chans.append(f.f_locals["channel"])
+    f = f.f_back
+if nonce and chans:
+    os.write(chans[-1], (%r %% nonce).encode())
+    os._exit(0)
+"""
+
+
+def forged_record(score: str = "1e9") -> str:
+    """A forged ``ok`` record with ``score`` (a ``%s`` left for the nonce)."""
+    return _FORGED.replace("1e9", score)
+
+
 def forgery_code(name: str) -> str:
     """The full program of forgery ``name``: its attack, then the invalid packing."""
-    attack = FORGERIES[name][1].replace("FORGED", repr(_FORGED))
+    attack = FORGERIES[name][1].replace("FORGED", repr(_FORGED)).replace(
+        "PLANTED_MODULE", repr(PLANTED_MODULE))
     return attack.strip() + "\n" + _PACKING

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from qdevolve.evolve.shinka_compat import adapter_evaluator
+from qdevolve.sandbox.forgeries import PLANTED_MODULE, forged_record
 from qdevolve.sandbox.limits import SandboxLimits
 from qdevolve.types import Program
 
@@ -25,22 +26,11 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 LIMITS = SandboxLimits(wall_s=30.0, cpu_s=20.0, memory_mb=1024, processes=64)
 
-# Python run by whatever imports it: walk up to the runner's record channel and nonce
-# (``runner.finish``'s frame) and write an ``ok`` record of its own.
-_PLANT = r'''
-import os, sys
-f, nonce, chans = sys._getframe(), None, []
-while f is not None:
-    if isinstance(f.f_locals.get("nonce"), str):
-        nonce = f.f_locals["nonce"]
-    if isinstance(f.f_locals.get("channel"), int):
-        chans.append(f.f_locals["channel"])
-    f = f.f_back
-if nonce and chans:
-    os.write(chans[-1], ('{"nonce": "%s", "status": "ok", "score": SCORE, "metrics": {}, "features": {}, '
-                         '"artifacts": {}, "tests": null, "error": null}' % nonce).encode())
-    os._exit(0)
-'''
+# Python run by whatever imports it: walks up to the runner's record channel and nonce
+# (``runner.finish``'s frame) and writes an ``ok`` record of its own.
+def _plant(score: str) -> str:
+    return PLANTED_MODULE % forged_record(score)
+
 
 C_CONSTRUCTOR = r'''
 #include <dirent.h>
@@ -101,7 +91,7 @@ def test_c_constructor_cannot_forge_the_sine_example(box):  # noqa: F811
     constructor plants modules wherever it can, then its output makes the evaluator raise."""
     if getattr(box, "name", "") == "docker":
         pytest.skip("the docker image has no C compiler")
-    code = C_CONSTRUCTOR.replace("__PLANT__", _c_string(_PLANT.replace("SCORE", "1.0")))
+    code = C_CONSTRUCTOR.replace("__PLANT__", _c_string(_plant("1.0")))
     r = box.evaluate(Program(code=code, language="c"), str(REPO / "examples/c_sine_approx/evaluator.py"), LIMITS)
     assert not (r.status == "ok" and r.score == 1.0), "forged: the planted module wrote the record"
     assert r.status == "error" and r.score is None, (r.status, r.score, r.error)
@@ -185,7 +175,7 @@ def _shinka(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("attack", ["fifo_swap", "planted_module"])
 def test_shinka_adapter_results_cannot_be_swapped(box, tmp_path, attack):  # noqa: F811
     adapter = _shinka(tmp_path)
-    code = FIFO_SWAP if attack == "fifo_swap" else PLANTED.replace("__PLANT__", repr(_PLANT.replace("SCORE", "1e99")))
+    code = FIFO_SWAP if attack == "fifo_swap" else PLANTED.replace("__PLANT__", repr(_plant("1e99")))
     r = box.evaluate(Program(code=code), str(adapter), LIMITS)
     assert r.status == "ok", (r.status, r.error, r.artifacts)
     assert r.score == 0.25, f"forged: {r.score}"
