@@ -40,15 +40,22 @@ def install(program: str, candidate_uid: int | None) -> None:
     real = os.path.realpath(program)
     own = os.getuid()
 
-    def hook(entry: str):
+    def writable(entry: str) -> bool | None:
         try:
             st = os.stat(entry or ".")
         except OSError:
-            raise ImportError(entry) from None
-        if st.st_mode & 0o002 or (candidate_uid is not None and candidate_uid != own
-                                  and st.st_uid == candidate_uid):
+            return None
+        return bool(st.st_mode & 0o002 or (candidate_uid is not None and candidate_uid != own
+                                           and st.st_uid == candidate_uid))
+
+    def hook(entry: str):
+        if writable(entry):
             return _ProgramOnly(entry or ".", real)
-        raise ImportError(entry)  # not the candidate's: the ordinary finders
+        raise ImportError(entry)  # not the candidate's (or missing): the ordinary finders
 
     sys.path_hooks.insert(0, hook)
-    sys.path_importer_cache.clear()
+    # the finders cached so far (the stdlib, site-packages: read-only) stay; an entry the
+    # candidate could write gets the guarded finder
+    for entry in list(sys.path_importer_cache):
+        if isinstance(entry, str) and writable(entry):
+            sys.path_importer_cache[entry] = _ProgramOnly(entry or ".", real)
