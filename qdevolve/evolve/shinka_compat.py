@@ -1,10 +1,12 @@
 """ShinkaEvolve's example layout: ``initial.<ext>`` + ``evaluate.py`` with ``main(program_path, results_dir)``.
 
 A ShinkaEvolve evaluator does not return its result: ``main`` writes two files into
-``results_dir``. qdevolve runs it through a generated single-file *adapter evaluator*
-(the sandbox copies one evaluator file), which embeds the evaluator's source, calls ``main``
-with a fresh results directory inside the sandbox's work directory and turns the files into
-qdevolve's evaluator protocol:
+``results_dir``. qdevolve runs it through a generated *adapter evaluator*, written into a
+copy of the example's directory (the sandbox copies an evaluator's whole directory, readable
+by the trusted runner only), which embeds the evaluator's source, calls ``main`` with a fresh
+results directory only the runner's uid may enter (``0700``; the candidate runs under another
+uid) and turns the files into qdevolve's evaluator protocol, reading only regular files the
+runner wrote there:
 
 =====================================  =============================================
 ShinkaEvolve                           qdevolve
@@ -20,9 +22,8 @@ ShinkaEvolve                           qdevolve
 no ``metrics.json``                    status ``error`` naming the missing file
 =====================================  =============================================
 
-The example's other top-level ``.py`` modules (an ``env.py`` that ``evaluate.py`` imports)
-are embedded in the adapter too and importable inside every sandbox; data files beside the
-evaluator are not copied (read them through an absolute path the sandbox can see).
+The example's other files (an ``env.py`` that ``evaluate.py`` imports, data files) travel
+with the adapter: importable, and readable relative to ``__file__``, inside every sandbox.
 
 Evaluators that import ``shinka`` (``from shinka.core import run_shinka_eval``) need the
 ``shinka-evolve`` package, installed with the extra ``pip install 'qdevolve[shinka]'``; the
@@ -58,46 +59,62 @@ _ADAPTER = '''"""qdevolve adapter for the ShinkaEvolve evaluator {origin!r} (gen
 
 import json
 import os
+import stat
 import sys
 import tempfile
 import types
 
 _SOURCE = {source!r}
 _ORIGIN = {origin!r}
-_SIBLINGS = {siblings!r}
+_NAME = {name!r}
 _module = None
 
 
 def _load():
     global _module
     if _module is None:
-        # The example's other modules (an env.py that evaluate.py imports), embedded below.
-        if _SIBLINGS:
-            where = tempfile.mkdtemp(prefix="shinka-modules-", dir=os.getcwd())
-            for name, text in _SIBLINGS.items():
-                with open(os.path.join(where, name), "w", encoding="utf-8") as fh:
-                    fh.write(text)
-            sys.path.insert(0, where)
+        # The example's other files (an env.py that evaluate.py imports, data files) lie beside
+        # this adapter: the sandbox copies its directory (readable by the trusted runner only)
+        # and puts it first on sys.path.
+        here = os.path.dirname(os.path.abspath(__file__))
+        if here not in sys.path:
+            sys.path.insert(0, here)
         mod = types.ModuleType("shinka_evaluate")
-        mod.__file__ = _ORIGIN
+        mod.__file__ = os.path.join(here, _NAME)
         sys.modules["shinka_evaluate"] = mod
         exec(compile(_SOURCE, _ORIGIN, "exec"), mod.__dict__)
         _module = mod
     return _module
 
 
+def _private_dir(prefix):
+    """A new directory only this process's uid may enter (the candidate runs under another)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    st = os.lstat(path)
+    if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode) or stat.S_IMODE(st.st_mode) & 0o077:
+        raise RuntimeError(f"results directory {{path}} is not private to the evaluator")
+    return path
+
+
 def _read_json(path):
-    if not os.path.isfile(path):
+    """A results file the evaluator wrote: a regular file of this uid (no link, no FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
         return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise RuntimeError(f"{{os.path.basename(path)}} in results_dir is not a regular file "
+                               "written by the evaluator")
+        return json.loads(fh.read(16 << 20).decode("utf-8"))
 
 
 {results_to_record}
 
 
 def evaluate(program_path):
-    results_dir = tempfile.mkdtemp(prefix="shinka-results-", dir=os.getcwd())
+    results_dir = _private_dir("shinka-results-")
     _load().main(program_path, results_dir)
     return results_to_record(_read_json(os.path.join(results_dir, "metrics.json")),
                              _read_json(os.path.join(results_dir, "correct.json")))
@@ -163,26 +180,23 @@ def _imports_shinka(tree: ast.Module) -> bool:
 
 
 _ADAPTER_DIR: Path | None = None
-MAX_SIBLING_BYTES = 4 << 20
+ADAPTER_NAME = "qdevolve_shinka_adapter.py"
 
 
-def _siblings(evaluate_py: Path) -> dict[str, str]:
-    """The example's other top-level ``.py`` modules (not the seed), embedded in the adapter so
-    that ``evaluate.py`` can import them inside any sandbox."""
-    out: dict[str, str] = {}
-    total = 0
-    for p in sorted(evaluate_py.parent.glob("*.py")):
-        if p.name == evaluate_py.name or p.stem == SEED_STEM or not p.is_file():
+def _example_files(evaluate_py: Path) -> dict[str, bytes]:
+    """The files of the example's directory that travel with the adapter (bounded, as the
+    sandbox bounds an evaluator's directory; the seed stays behind)."""
+    from qdevolve.sandbox._evaldir import scan
+
+    found = scan(evaluate_py)
+    out: dict[str, bytes] = {}
+    for rel in found.files:
+        if rel == ADAPTER_NAME or ("/" not in rel and Path(rel).stem == SEED_STEM):
             continue
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        total += len(text)
-        if total > MAX_SIBLING_BYTES:
-            raise EvaluationSetupError(f"{evaluate_py.parent}: the Python modules beside evaluate.py exceed "
-                                       f"{MAX_SIBLING_BYTES} bytes; the adapter embeds them")
-        out[p.name] = text
+            out[rel] = (found.root / rel).read_bytes()
+        except OSError as exc:
+            raise EvaluationSetupError(f"{found.root / rel}: cannot be read: {exc.strerror or exc}") from None
     return out
 
 
@@ -225,14 +239,23 @@ def adapter_evaluator(evaluate_py: Path) -> Path:
                                     next(n for n in ast.parse(Path(__file__).read_text(encoding="utf-8")).body
                                          if isinstance(n, ast.FunctionDef) and n.name == "results_to_record"))
     text = _ADAPTER.format(source=source, origin=str(evaluate_py.resolve()), results_to_record=helper,
-                           siblings=_siblings(evaluate_py))
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    out = _adapter_dir() / digest / "evaluator.py"
+                           name=evaluate_py.name)
+    files = _example_files(evaluate_py)
+    digest = hashlib.sha256(text.encode("utf-8"))
+    for rel in sorted(files):
+        digest.update(f"\0{rel}\0{len(files[rel])}\0".encode())
+        digest.update(files[rel])
+    out = _adapter_dir() / digest.hexdigest()[:16] / ADAPTER_NAME
     if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        tmp = Path(tempfile.mkdtemp(prefix=".adapter-", dir=_adapter_dir()))
+        for rel, data in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_bytes(data)
+        (tmp / ADAPTER_NAME).write_text(text, encoding="utf-8")
+        try:
+            tmp.rename(out.parent)
+        except OSError:  # made meanwhile by another thread
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

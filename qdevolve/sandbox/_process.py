@@ -1,9 +1,16 @@
 """`ProcessSandbox`: the ``evaluate`` shared by the ``local`` and ``bwrap`` backends.
 
-One evaluation: take a dedicated uid (when root), stage the program and run file in a fresh
-work directory, run the backend's argv under :func:`~qdevolve.sandbox._bounded.run_bounded`,
-read the runner's record from its stdout (accepted only from a clean exit), validate it,
-classify, clean up. Subclasses only render argv.
+One evaluation: take two dedicated uids (when root), one for the trusted runner and one for
+the candidate, stage the program and run file in a fresh work directory, run the backend's
+argv under :func:`~qdevolve.sandbox._bounded.run_bounded`, read the runner's record from its
+stdout (accepted only from a clean exit), validate it, classify, clean up. Subclasses only
+render argv.
+
+Three principals (as root): the controller (root), the trusted runner (a pool uid, group
+:attr:`ProcessSandbox.runner_gid`, the only group that may read the evaluator's directory)
+and the candidate (another pool uid, no groups). The runner starts privileged in its
+namespaces, forks the candidate under the candidate's uid, then drops to its own uid keeping
+only ``CAP_KILL`` (to stop the candidate).
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ class ProcessSandbox:
         self.limits = as_limits(limits) or SandboxLimits()
         self.python = sandbox_python(python)
         self.as_root = os.geteuid() == 0
-        self.uids = UidPool(uid_base, uid_count) if self.as_root else None
+        # the pool's first id is the runners' group (reads the evaluator copies); the others
+        # are handed out two per evaluation: the runner's uid and the candidate's
+        self.runner_gid = int(uid_base) if self.as_root else None
+        self.uids = UidPool(uid_base + 1, uid_count - 1) if self.as_root else None
         self.sys_path = list(extra_sys_path) + (site_packages() if inherit_site_packages else [])
-        self.staging = Staging(prefix=f"qdevolve-{self.name}-")
+        self.staging = Staging(prefix=f"qdevolve-{self.name}-", eval_group=self.runner_gid)
         self._closed = False
         self._cooling: list[tuple[int, float]] = []  # (uid, since): released once empty
         self._swept: set[int] = set()
@@ -93,16 +103,34 @@ class ProcessSandbox:
         with self._cool_lock:
             self._cooling.extend(pending)
 
+    def _acquire_users(self) -> dict | None:
+        """``{"runner": (uid, gid), "candidate": (uid, gid)}`` of one evaluation (root only)."""
+        if self.uids is None:
+            return None
+        cand = self._acquire_uid()
+        try:
+            run = self._acquire_uid()
+        except BaseException:
+            self._release_uid(cand, clean=True)
+            raise
+        return {"runner": (run, self.runner_gid), "candidate": (cand, cand)}
+
+    def _release_users(self, users: dict | None, *, clean: bool = False) -> None:
+        if users is not None:
+            self._release_uid(users["runner"][0], clean=clean)
+            self._release_uid(users["candidate"][0], clean=clean)
+
     # subclasses -------------------------------------------------------------------------
-    def _argv(self, run_dir: Path, uid: int | None, limits: SandboxLimits,
+    def _argv(self, run_dir: Path, users: dict | None, limits: SandboxLimits,
               env: dict[str, str], evaluator: Path | None) -> list[str]:
         raise NotImplementedError
 
     def _inner(self) -> str | None:
         return None
 
-    def _view(self, uid: int | None, evaluator: Path | None) -> dict | None:
-        """What the runner hides and keeps of the host before it drops root (``local``)."""
+    def _view(self, users: dict | None, evaluator: Path | None, source: str | Path | None) -> dict | None:
+        """What the runner hides and keeps of the host before it drops root (``local``);
+        ``evaluator`` is the staged copy, ``source`` the original evaluator path."""
         return None
 
     def _evaluator_inner(self, evaluator: Path | None) -> str | None:
@@ -136,18 +164,19 @@ class ProcessSandbox:
             raise RuntimeError(f"{self.name} sandbox is closed")
         limits = as_limits(limits) or self.limits
         ev = self.staging.evaluator(evaluator)
-        uid = self._acquire_uid()
+        users = self._acquire_users()
         run = None
         clean = False
         try:
             run = self.staging.new_run(
-                program, uid=uid, gid=uid, inner_dir=self._inner(), limits=limits,
+                program, uid=None, gid=None, inner_dir=self._inner(), limits=limits,
                 evaluator=self._evaluator_inner(ev),
                 cascade=None if cascade_thresholds is None else [float(t) for t in cascade_thresholds],
-                sys_path=self.sys_path, view=self._view(uid, ev), nonce_in_file=False,
+                sys_path=self.sys_path, view=self._view(users, ev, evaluator), nonce_in_file=False,
+                users=users,
             )
             env = self._env(render_env(limits, sys_path=self.sys_path), run.path)
-            argv = self._argv(run.path, uid, limits, env, ev)
+            argv = self._argv(run.path, users, limits, env, ev)
             cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
                               cwd=str(run.path), stdout_cap=MAX_RECORD_BYTES + 1,
                               stdin_data=run.nonce.encode())
@@ -171,7 +200,7 @@ class ProcessSandbox:
             try:
                 if run is not None:
                     self.staging.remove_run(run)
-                self._release_uid(uid, clean=clean)
+                self._release_users(users, clean=clean)
             except Exception:  # noqa: BLE001 - cleanup never turns a result into a crash
                 log.exception("%s sandbox: cleanup failed", self.name)
 

@@ -1,9 +1,10 @@
 """Staging: where the runner, evaluator copies and per-run work dirs live on the host.
 
 * :class:`Staging`: one directory per backend instance (mode 0755, under the system temp
-  dir) holding a copy of the trusted runner files and of each evaluator (by content hash),
-  so the sandbox uid can read them wherever the repository lives and the candidate can never
-  touch the originals; per-run work directories live under it and are removed after each run.
+  dir) holding a copy of the trusted runner files and of each evaluator's directory (by
+  content hash, :mod:`._evaldir`), readable by the trusted runner only, so it can read them
+  wherever the repository lives and the candidate can neither read nor touch them; per-run
+  work directories live under it and are removed after each run.
 * :func:`remove_tree`: removal that no directory tree can break (no recursion limit).
 * :func:`sandbox_python`, :func:`site_packages`: an interpreter and library paths the
   unprivileged sandbox uid can reach.
@@ -11,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import secrets
@@ -28,6 +28,7 @@ from pathlib import Path
 from qdevolve.errors import EvaluationSetupError
 from qdevolve.languages import extension as _language_extension
 from qdevolve.sandbox import runner as _runner_mod
+from qdevolve.sandbox._evaldir import copy_dir, scan
 from qdevolve.sandbox._proc import pid_alive
 from qdevolve.sandbox.limits import SandboxLimits, render_rlimits
 from qdevolve.types import Program
@@ -38,7 +39,7 @@ __all__ = ["Staging", "RunDir", "remove_tree", "remove_stale_staging", "sandbox_
 _HERE = Path(_runner_mod.__file__).parent
 #: The trusted files staged for the sandbox (stdlib only; imported there as top-level modules).
 RUNNER_FILES = ("runner.py", "_wire.py", "_standin.py", "candidate.py", "_mountview.py", "_procctl.py",
-                "zygote.py")
+                "zygote.py", "_importguard.py")
 
 
 def world_accessible(path: str | Path) -> bool:
@@ -146,8 +147,11 @@ class Staging:
     exit removes this one even when ``close()`` was never called.
     """
 
-    def __init__(self, prefix: str = "qdevolve-sbx-") -> None:
+    def __init__(self, prefix: str = "qdevolve-sbx-", *, eval_group: int | None = None) -> None:
         remove_stale_staging()
+        # the trusted runner's gid: the evaluator copies are root:eval_group, 0750/0640
+        self.eval_group = eval_group if os.geteuid() == 0 else None
+        self._copies: dict[tuple[str, str], Path] = {}
         self.root = Path(tempfile.mkdtemp(prefix=prefix))
         os.chmod(self.root, 0o755)
         (self.root / ".owner").write_text(f"{os.getpid()}\n")
@@ -168,24 +172,28 @@ class Staging:
         return self.runner_dir / "runner.py"
 
     def evaluator(self, path: str | Path | None) -> Path | None:
-        """A read-only copy of the evaluator (``<sha12>/<name>``), made once per content."""
+        """The copy of the evaluator's directory (``<sha12>/``, made once per content) and
+        the evaluator's path in it; readable by the runner's group only (see the module doc)."""
         if path is None:
             return None
         src = Path(path)
-        try:
-            data = src.read_bytes()
-        except OSError as exc:
-            raise EvaluationSetupError(f"evaluator {src} cannot be read: {exc.strerror or exc}") from exc
-        digest = hashlib.sha256(data).hexdigest()[:12]
-        dst = self.eval_dir / digest / src.name
+        found = scan(src)
+        key = (str(src.resolve()), found.signature)
         with self._lock:
-            if not dst.exists():
-                dst.parent.mkdir(mode=0o755, exist_ok=True)
-                tmp = dst.with_suffix(".tmp")
-                tmp.write_bytes(data)
-                os.chmod(tmp, 0o444)
-                os.replace(tmp, dst)
-        return dst
+            done = self._copies.get(key)
+            if done is not None and done.exists():
+                return done
+            tmp = Path(tempfile.mkdtemp(prefix=".copy-", dir=self.eval_dir))
+            try:
+                digest = copy_dir(found, tmp / "d", group=self.eval_group)[:12]
+                dst = self.eval_dir / digest
+                if not dst.exists():
+                    os.replace(tmp / "d", dst)
+            finally:
+                remove_tree(tmp)
+            out = dst / src.name
+            self._copies[key] = out
+            return out
 
     def new_run(self, program: Program, *, uid: int | None, gid: int | None, inner_dir: str | None,
                 limits: SandboxLimits, evaluator: str | None, cascade: list[float] | None,

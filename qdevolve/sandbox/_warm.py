@@ -63,8 +63,10 @@ class WarmPath:
         """argv of the template (without its three trailing arguments) and its view."""
         raise NotImplementedError
 
-    def _job_paths(self, evaluator: Path | None) -> dict:
-        """``evaluator`` (as the template sees it), ``rebind``, ``work``, ``home_work``."""
+    def _job_paths(self, evaluator: Path | None, source: str | Path | None = None) -> dict:
+        """``evaluator`` (the staged copy as the template sees it), ``rebind``, ``work``,
+        ``home_work``, and ``hide`` (host directories to cover, e.g. the evaluator's own;
+        ``source`` is the original evaluator path)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------------
@@ -92,7 +94,7 @@ class WarmPath:
             log.warning("%s sandbox: the warm template does not start (%s); evaluating cold", self.name, exc)
             self.warm = False
             return super().evaluate(program, evaluator, limits, cascade_thresholds=cascade_thresholds)
-        uid = self._acquire_uid()
+        users = self._acquire_users()
         clean = False
         try:
             nonce = secrets.token_hex(16)
@@ -103,10 +105,10 @@ class WarmPath:
                 "rlimits": render_rlimits(limits), "cpu_s": float(limits.cpu_s),
                 "call_s": float(limits.call_s or limits.wall_s),
                 "run_s": float(limits.wall_s - min(1.0, 0.25 * limits.wall_s)),
-                "output_bytes": int(limits.output_bytes), "sys_path": self.sys_path, "uid": uid,
+                "output_bytes": int(limits.output_bytes), "sys_path": self.sys_path, "users": users,
                 "tmp_mb": int(limits.tmpfs_mb), "work_mb": int(limits.work_mb),
                 "env": render_env(limits, sys_path=self.sys_path),
-                **self._job_paths(ev),
+                **self._job_paths(ev, evaluator),
             }
             cap = zygote.run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
                                                    stdout_cap=MAX_RECORD_BYTES + 1)
@@ -121,7 +123,7 @@ class WarmPath:
         except OSError as exc:
             return EvalResult(status="error", error=f"{self.name} warm sandbox failed: {exc}")
         finally:
-            self._release_uid(uid, clean=clean)
+            self._release_users(users, clean=clean)
 
     def _close_warm(self) -> None:
         with self._zlock:

@@ -4,12 +4,13 @@ Each :class:`Attack` is a small hostile program run with the built-in evaluator,
 statuses it may legitimately end with, and the host-side facts that must hold afterwards.
 :class:`HostCanaries` plants what an attack would try to steal or break: a canary in the
 controller's environment, a canary file and a SQLite database beside it, an evaluator file,
-and a loopback listener. :func:`check_attack` runs one attack and returns the list of
+the honest evaluator with a secret in its source and in the data file beside it (which only
+the trusted side may read), and a loopback listener. :func:`check_attack` runs one attack and returns the list of
 violated assertions (empty = the sandbox held); ``qdevolve sandbox check`` and
 ``tests/sandbox`` both use it.
 
 Placeholders in payloads: ``__PORT__`` (listener port), ``__CANARY_FILE__``, ``__DB__``,
-``__EVALUATOR__``, ``__HOSTDIR__``.
+``__EVALUATOR__``, ``__HOSTDIR__``, ``__HONESTDIR__`` (the honest evaluator's directory).
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdevolve.sandbox._proc import sandbox_processes
-from qdevolve.sandbox.forgeries import FORGERIES, HONEST_EVALUATOR, HONEST_SCORE, forgery_code
+from qdevolve.sandbox.forgeries import (
+    FORGERIES,
+    HONEST_PACKING,
+    HONEST_PACKING_SCORE,
+    HONEST_SCORE,
+    forgery_code,
+    write_honest_evaluator,
+)
 from qdevolve.sandbox.limits import SandboxLimits
 from qdevolve.types import EvalResult, Program
 
@@ -222,6 +230,12 @@ _FAILED = frozenset({"error", "timeout", "memory", "killed", "invalid"})
 ATTACKS = ATTACKS + tuple(
     Attack(name, forgery_code(name), _FAILED | {"ok"}, doc, honest=HONEST_SCORE)
     for name, (doc, _code) in FORGERIES.items()
+) + (
+    # the control: the honest evaluator, which reads a data file beside itself, scores a valid
+    # packing exactly (so its directory travelled with it and the forging rows are not vacuous)
+    Attack("honest_with_data", HONEST_PACKING, frozenset({"ok"}),
+           "a valid packing scored by the honest evaluator, which reads the data file beside it",
+           honest=HONEST_PACKING_SCORE),
 )
 
 
@@ -243,10 +257,13 @@ class HostCanaries:
             conn.execute("create table t (x text)")
             conn.execute("insert into t values (?)", (self.file_value,))
         conn.close()
-        self.evaluator = self.dir / "evaluator.py"
+        self.evaluator = self.dir / "plain" / "evaluator.py"
+        self.evaluator.parent.mkdir()
         self.evaluator.write_text("def evaluate(program_path):\n    return {'combined_score': 1.0}\n")
-        self.honest_evaluator = self.dir / "honest_evaluator.py"
-        self.honest_evaluator.write_text(HONEST_EVALUATOR)
+        self.source_value = "srccanary-" + secrets.token_hex(12)
+        self.data_value = "datacanary-" + secrets.token_hex(12)
+        self.honest_evaluator = write_honest_evaluator(self.dir / "honest", self.source_value, self.data_value)
+        self.honest_data = self.honest_evaluator.parent / "honest_data.json"
         self.received: list[bytes] = []
         self._srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._srv.bind(("127.0.0.1", 0))
@@ -275,12 +292,13 @@ class HostCanaries:
 
     def sums(self) -> dict[str, str]:
         return {"db": _sha(self.db), "evaluator": _sha(self.evaluator), "canary": _sha(self.canary_file),
-                "honest_evaluator": _sha(self.honest_evaluator)}
+                "honest_evaluator": _sha(self.honest_evaluator), "honest_data": _sha(self.honest_data)}
 
     def render(self, code: str) -> str:
         return (code.replace("__PORT__", str(self.port)).replace("__CANARY_FILE__", str(self.canary_file))
                 .replace("__DB__", str(self.db)).replace("__EVALUATOR__", str(self.evaluator))
-                .replace("__HOSTDIR__", str(self.dir)))
+                .replace("__HOSTDIR__", str(self.dir))
+                .replace("__HONESTDIR__", str(self.honest_evaluator.parent)))
 
     def close(self) -> None:
         self._stop.set()
@@ -361,6 +379,10 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
         failures.append("the controller's environment canary leaked into the result")
     if host.file_value in blob:
         failures.append("the canary file's content leaked into the result")
+    if host.source_value in blob:
+        failures.append("the candidate read the evaluator's source")
+    if host.data_value in blob:
+        failures.append("the candidate read the data file beside the evaluator")
     if host.received:
         failures.append(f"the host loopback listener received {host.received[:2]!r}")
         host.received.clear()

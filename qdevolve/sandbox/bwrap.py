@@ -1,11 +1,15 @@
 """The ``bwrap`` sandbox: bubblewrap under an unprivileged uid (the default on Linux).
 
-Order: drop to a dedicated uid with ``setpriv``
-first (bwrap cannot switch uid inside its user namespace), then ``bwrap --unshare-all
---die-with-parent --new-session --clearenv``: read-only ``/usr`` and interpreter, a per-run
-writable work directory, tmpfs ``/tmp``, a fresh ``/proc`` in a new pid namespace whose init
-reaps and kills every orphan, no network. The runner sets rlimits on itself; the
-controller's wall clock kills bwrap and, through ``--die-with-parent``, everything inside.
+As root (:func:`render_bwrap_root_argv`): ``bwrap`` without a user namespace, every
+capability dropped but ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL``: read-only ``/usr``
+and interpreter, the evaluator's directory (a copy only the runner's group reads) at
+``/qdevolve/evaluator``, a per-run work directory (tmpfs, root's and sticky, the program
+read-only in it), tmpfs ``/tmp``, a fresh ``/proc`` in a new pid namespace whose init (the
+runner) reaps and kills every orphan, no network. The runner forks the candidate under the
+candidate's uid, then drops to its own uid keeping only ``CAP_KILL`` (three principals, as
+``docker``). Not root: ``setpriv``-free ``bwrap --unshare-all`` under the caller's uid, which
+the runner and the candidate then share. The runner sets rlimits on itself; the controller's
+wall clock kills bwrap and, through ``--die-with-parent``, everything inside.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from qdevolve.errors import EvaluationSetupError
 from qdevolve.sandbox._process import ProcessSandbox
 from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox.limits import (
+    _MIB,
     SANDBOX_ROOT,
     SandboxLimits,
+    _bwrap_system,
     render_bwrap_argv,
     render_bwrap_zygote_argv,
 )
@@ -103,7 +109,7 @@ class BwrapSandbox(WarmPath, ProcessSandbox):
             env=render_env(limits, sys_path=self.sys_path), ro_paths=self._ro)
         return argv, {}
 
-    def _job_paths(self, evaluator):
+    def _job_paths(self, evaluator, source=None):
         inner = None if evaluator is None else (
             f"{SANDBOX_ROOT}/evaluators/{evaluator.parent.name}/{evaluator.name}")
         return {"evaluator": inner, "work": f"{SANDBOX_ROOT}/work", "home_work": False,
@@ -124,9 +130,74 @@ class BwrapSandbox(WarmPath, ProcessSandbox):
     def _rusage_complete(self) -> bool:
         return False  # bwrap exits without waiting for its pid-namespace init
 
-    def _argv(self, run_dir, uid, limits, env, evaluator):
-        return render_bwrap_argv(
-            self.python, str(self.staging.runner_dir), str(run_dir), uid=uid,
-            gid=uid, limits=limits, env=env, ro_paths=self._ro,
-            evaluator=None if evaluator is None else str(evaluator),
-        )
+    def _argv(self, run_dir, users, limits, env, evaluator):
+        if users is not None:
+            return render_bwrap_root_argv(
+                self.python, str(self.staging.runner_dir), str(run_dir), limits=limits, env=env,
+                ro_paths=self._ro, evaluator_dir=None if evaluator is None else str(evaluator.parent))
+        argv = render_bwrap_argv(
+            self.python, str(self.staging.runner_dir), str(run_dir), uid=None,
+            gid=None, limits=limits, env=env, ro_paths=self._ro, evaluator=None)
+        if evaluator is not None:  # the evaluator's whole directory, as in the root argv
+            end = argv.index("--")
+            argv[end:end] = ["--ro-bind", str(evaluator.parent), f"{SANDBOX_ROOT}/evaluator"]
+        return argv
+
+
+#: What the cold runner keeps of root's capabilities: the candidate's and its own uid, and
+#: (kept past the switch) stopping the candidate.
+BWRAP_ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+
+
+def _parents(paths: list[str]) -> list[str]:
+    """Every directory above ``paths`` (bwrap as root makes mount points' parents 0700)."""
+    out: list[str] = []
+    for path in paths:
+        up, chain = os.path.dirname(path), []
+        while up not in ("/", "/tmp", ""):
+            chain.append(up)
+            up = os.path.dirname(up)
+        out += [d for d in reversed(chain) if d not in out]
+    return out
+
+
+def render_bwrap_root_argv(python: str, runner_dir: str, workdir: str, *, limits: SandboxLimits,
+                           env: dict[str, str], ro_paths: list[str], evaluator_dir: str | None) -> list[str]:
+    """argv of a cold ``bwrap`` evaluation started as root (see the module doc).
+
+    New ipc, pid, uts, cgroup and (unless ``limits.network``) network namespaces, no user
+    namespace (the runner must switch between real uids); the mount points' parents 0755;
+    the work dir a tmpfs of ``work_mb``, root's and sticky (mode 1777), with the program and
+    the run file (root's, 0600) bound read-only.
+    """
+    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if not limits.network:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
+    for cap in BWRAP_ROOT_CAPS:
+        argv += ["--cap-add", cap]
+    for name, value in env.items():
+        argv += ["--setenv", name, value]
+    argv += _bwrap_system()
+    argv += ["--perms", "1777", "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
+    ro = [p for p in ro_paths if not p.startswith("/usr/")]
+    work = f"{SANDBOX_ROOT}/work"
+    for d in _parents([*ro, f"{SANDBOX_ROOT}/runner", f"{SANDBOX_ROOT}/evaluator", work]):
+        argv += ["--perms", "0755", "--dir", d]
+    for path in ro:
+        argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind", runner_dir, f"{SANDBOX_ROOT}/runner"]
+    if evaluator_dir:
+        argv += ["--ro-bind", evaluator_dir, f"{SANDBOX_ROOT}/evaluator"]
+    argv += ["--perms", "1777", "--size", str(int(limits.work_mb) * _MIB), "--tmpfs", work]
+    try:  # program.<ext> of the program's language, as staged
+        programs = sorted(n for n in os.listdir(workdir) if n.startswith("program.")) or ["program.py"]
+    except OSError:
+        programs = ["program.py"]
+    for name in (*programs, ".qdevolve-run"):
+        argv += ["--ro-bind", f"{workdir}/{name}", f"{work}/{name}"]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/dev/shm",
+             "--chdir", work,
+             "--", python, "-I", "-S", f"{SANDBOX_ROOT}/runner/runner.py", f"{work}/.qdevolve-run"]
+    return argv

@@ -181,7 +181,7 @@ class DockerSandbox:
         # Mounted beneath the sandbox root, never at their host paths: a host path under /tmp
         # would sit beneath the container's own tmpfs /tmp (hidden, and wiped between evaluations)
         self.inner_sys_path = [f"{SANDBOX_ROOT}/lib/{i}" for i in range(len(self.sys_path))]
-        self.staging = Staging(prefix="qdevolve-docker-")
+        self.staging = Staging(prefix="qdevolve-docker-", eval_group=self.users["runner"][1])
         self._lock = threading.Lock()
         self._warm: dict[int, _Box] = {}
         self._all: set[str] = set()

@@ -254,7 +254,7 @@ def _bwrap_system() -> list[str]:
 
 #: What the warm bwrap template keeps of root's capabilities (and only while it is root):
 #: mounts and new namespaces per evaluation, and the switch to the evaluation's uid.
-BWRAP_ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID")
+BWRAP_ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 
 
 def render_bwrap_zygote_argv(

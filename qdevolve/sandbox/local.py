@@ -7,9 +7,11 @@ in fresh pid (with its own ``/proc``), mount, ipc, uts and network namespaces
 (``unshare --kill-child``), under an unprivileged uid (``setpriv``); as a normal user the same
 namespaces are made inside a user namespace when the kernel allows it.
 
-This backend is a development fallback, not a security boundary: the program still sees the
-host's file system with the rights of the sandbox uid. Use ``bwrap`` or ``docker`` for
-untrusted code.
+As root, the runner forks the candidate under a uid of its own and then drops to another
+one (``_process``'s three principals); the evaluator's directory is a copy only the runner's
+group reads, and the original is covered. This backend is still a development fallback, not
+a security boundary: the program sees the rest of the host's file system with the rights of
+its uid. Use ``bwrap`` or ``docker`` for untrusted code.
 """
 
 from __future__ import annotations
@@ -73,20 +75,23 @@ class LocalSandbox(WarmPath, ProcessSandbox):
             log.warning("local sandbox: no namespaces available; processes that call setsid() "
                         "can outlive an evaluation. Use bwrap or docker for untrusted code.")
 
-    def _view(self, uid, evaluator):
-        """Hide the host's temp dirs, /run (UNIX sockets), homes and the project (other runs'
-        databases); keep the runner, the evaluator copy, the interpreter and libraries."""
+    def _view(self, users, evaluator, source=None):
+        """Hide the host's temp dirs, /run (UNIX sockets), homes, the project (other runs'
+        databases) and the evaluator's own directory; keep the runner, the evaluator's copy
+        (readable by the runner's group only), the interpreter and libraries."""
         if not (self.as_root or self.userns):
             return None
         keep = [str(self.staging.runner_dir), *self._libs]
         if evaluator is not None:
-            keep.append(str(evaluator))
+            keep.append(str(evaluator.parent))
         hide = [*LOCAL_HIDDEN, os.path.realpath(os.getcwd()), os.path.realpath(tempfile.gettempdir())]
+        if source is not None:
+            hide.append(os.path.dirname(os.path.realpath(source)))
         hide = [h for h in dict.fromkeys(hide)
                 if h not in ("/", "/usr") and not h.startswith(("/usr/", "/proc", "/dev", "/sys"))]
         return {"keep": keep, "hide": hide}
 
-    def _argv(self, run_dir, uid, limits, env, evaluator):
+    def _argv(self, run_dir, users, limits, env, evaluator):
         from qdevolve.sandbox.runner import RUN_FILE
 
         return render_local_argv(self.python, str(self.staging.runner), str(run_dir / RUN_FILE),
@@ -97,14 +102,23 @@ class LocalSandbox(WarmPath, ProcessSandbox):
         argv = render_local_argv(self.python, str(self.staging.runner_dir / "zygote.py"), "",
                                  as_root=self.as_root, limits=limits, userns=self.userns)[:-1]
         view = self._view(None, None)
-        view["keep"].append(str(self.staging.eval_dir))
+        view["keep"].append(str(self.staging.eval_dir))  # digest dirs: the runner's group only
         return argv, view
 
-    def _job_paths(self, evaluator):
+    def _job_paths(self, evaluator, source=None):
         # the staged evaluators live under the host's temp dir: bound back over the new /tmp;
-        # home and temp files in the work dir, as in a cold run
+        # home and temp files in the work dir, as in a cold run; the evaluator's own
+        # directory on the host is covered
+        hide = []
+        if source is not None:
+            d = os.path.dirname(os.path.realpath(source))
+            kept = [str(self.staging.root), *self._libs]  # bound in the template's view: stay visible
+            if d not in ("/", "/usr") and not d.startswith(("/usr/", "/proc", "/dev", "/sys")) and not any(
+                    k == d or k.startswith(d + "/") for k in kept):
+                hide.append(d)
         return {"evaluator": None if evaluator is None else str(evaluator),
-                "rebind": [str(self.staging.eval_dir)], "work": "/tmp/qdevolve-work", "home_work": True}
+                "rebind": [str(self.staging.eval_dir)], "work": "/tmp/qdevolve-work", "home_work": True,
+                "hide": hide}
 
     def _shell_style(self) -> bool:
         return self.as_root or self.userns

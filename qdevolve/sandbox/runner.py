@@ -237,6 +237,15 @@ def _run_evaluator(module, program: str, thresholds) -> dict:
     return merged
 
 
+class _NoImports:
+    """A meta-path finder that refuses every new import: installed once the evaluator is
+    done, so the runner's failure path and record run only code it had loaded before."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        raise ImportError(f"the runner imports nothing after the evaluation ({name!r})")
+
+
 def _failure(exc: BaseException, candidate) -> dict:
     """The record of an evaluation that raised: the candidate's fate when it met one."""
     import traceback
@@ -256,9 +265,23 @@ def _failure(exc: BaseException, candidate) -> dict:
     return {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc}"), "artifacts": artifacts}
 
 
+def preimport() -> None:
+    """Import, before the candidate exists, everything the runner may need after it ran (the
+    failure path, the record): nothing is imported once candidate code has run. The runner
+    writes no bytecode (``-I`` ignores ``PYTHONDONTWRITEBYTECODE``)."""
+    sys.dont_write_bytecode = True
+    import linecache  # noqa: F401 - traceback formatting reads source lines through it
+    import resource  # noqa: F401 - peak memory in the record
+    import tokenize  # noqa: F401 - linecache opens source files with it
+    import traceback  # noqa: F401 - the failure path
+
+    import _importguard  # noqa: F401 - installed in finish
+
+
 def main(argv: list) -> None:
     import signal
 
+    sys.dont_write_bytecode = True
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)  # -I leaves the script's directory out
     import _procctl
@@ -274,8 +297,9 @@ def main(argv: list) -> None:
         os.unlink(run_path)
     except OSError:  # bound read-only (bwrap): the nonce it holds opens nothing
         pass
-    # docker: started as root with only SETUID, SETGID and KILL; the candidate gets a uid of
-    # its own and the runner drops to another one once the candidate exists
+    # three principals: started as root (docker: only SETUID, SETGID and KILL; local and bwrap
+    # as root: in namespaces of their own), the runner forks the candidate under a uid of its
+    # own and then drops to the runner's uid, keeping only CAP_KILL (to stop the candidate)
     users = cfg.get("users")
     cand_user = None if users is None else tuple(users["candidate"])
     if cfg.get("reap_keep") is not None:
@@ -321,19 +345,21 @@ def main(argv: list) -> None:
     drain = _standin.Drain(int(cfg.get("output_bytes", 1 << 20)))
     import candidate as _candidate  # noqa: F401 - a forked candidate runs it
 
+    preimport()
     sys.path.remove(here)
     candidate = _standin.Candidate(
         sys.executable, os.path.join(here, "candidate.py"), list(cfg.get("sys_path", [])),
         float(cfg.get("call_s") or 1e9), float(cfg.get("cpu_s") or 1e9), float(cfg.get("run_s") or 1e9),
         fork_only=nonce is None, cpu_rlimit=cand_cpu, user=cand_user)
+    # fork the candidate from this state (no interpreter start-up; docker, whose nonce is in
+    # memory already: a fresh interpreter), then become the runner's uid, then read the nonce:
+    # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
+    _procctl.no_new_privs()  # inherited by the candidate: no exec gains it privileges
+    candidate.start()
     if users is not None:
-        candidate.start()  # a fresh interpreter (exec): it never holds the nonce
         _procctl.drop_keeping_kill(*users["runner"])
         _procctl.nondumpable()
     if nonce is None:
-        # fork the candidate from this state (no interpreter start-up), then read the nonce:
-        # the candidate's memory never held it, and it cannot read stdin (its fd 0 is /dev/null)
-        candidate.start()
         nonce = _read_nonce()
     finish(cfg, nonce, channel, drain, candidate)
 
@@ -358,13 +384,23 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
 
     _standin.CANDIDATE = candidate
     try:
+        import _importguard
+
+        _importguard.install(cfg["program"], None if candidate.user is None else candidate.user[0])
         _standin.install(cfg["program"])
         if cfg.get("evaluator"):
             body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"], cfg.get("cascade"))
         else:
             body = _run_builtin(cfg["program"])
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a record
-        body = _failure(exc, candidate)
+        sys.meta_path.insert(0, _NoImports)  # the failure path runs only what is loaded
+        try:
+            body = _failure(exc, candidate)
+        except BaseException as again:  # noqa: BLE001 - even formatting may fail
+            body = {"status": "error", "error": _one_line(f"{type(exc).__name__}: {exc} "
+                                                          f"(and {type(again).__name__} describing it)")}
+    if sys.meta_path[0] is not _NoImports:
+        sys.meta_path.insert(0, _NoImports)
     candidate.close()
     if cfg.get("reap_keep") is not None:
         users = cfg.get("users")
@@ -374,7 +410,7 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
     body["stdout"] = stdout
     body["stdout_truncated"] = cut
     try:
-        import resource
+        import resource  # preimported: _NoImports stops any new one
 
         body["peak_memory_mb"] = max(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

@@ -12,10 +12,11 @@ plus the record pipe, the stderr pipe and the nonce pipe as passed descriptors),
 * **J** unshares new mount, pid and ipc namespaces, mounts a fresh size-limited ``/tmp``,
   ``/dev/shm`` and work dir (the program inside, root's, read-only, sticky dir), forks R and
   exits like it;
-* **R** (pid 1 of the new pid namespace, fresh ``/proc``) drops to the job's uid, sets the
-  rlimits, makes itself non-dumpable, forks the candidate C from this clean state, and only
-  then reads the nonce and imports the evaluator; it is the trusted runner from there on
-  (``runner.finish``).
+* **R** (pid 1 of the new pid namespace, fresh ``/proc``) sets the rlimits, forks the
+  candidate C from this clean state under the candidate's uid (no groups), drops to the
+  runner's uid and group keeping only ``CAP_KILL``, makes itself non-dumpable, and only then
+  reads the nonce and imports the evaluator (whose directory only the runner's group reads);
+  it is the trusted runner from there on (``runner.finish``).
 
 Nothing of one evaluation survives into the next: each has its own processes (the pid
 namespace dies with R), memory (a fork of the untouched template), ``/tmp``, ``/dev/shm``
@@ -30,6 +31,7 @@ import os
 import socket
 import sys
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mountview  # noqa: E402
 import _procctl  # noqa: E402
@@ -55,6 +57,9 @@ def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
         _mountview._mount(None, path, None, _mountview.MS_BIND | _mountview.MS_REMOUNT
                           | _mountview.MS_RDONLY | _mountview.MS_NOSUID | _mountview.MS_NODEV)
         os.close(fd)
+    for path in job.get("hide", []):  # the evaluator's own directory on the host
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mountview._tmpfs(path, 1, "0755")
     _mountview._tmpfs("/dev/shm", job["tmp_mb"])
     work = job["work"]
     os.makedirs(work, exist_ok=True)
@@ -91,9 +96,7 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
     os.dup2(err, 2)
     for fd in (devnull, rec, err):
         os.close(fd)
-    if job.get("uid") is not None:
-        _mountview.drop(job["uid"], job["uid"])
-    _procctl.nondumpable()
+    users = job.get("users")
     _procctl.no_new_privs()
     own, cand_cpu = _procctl.split_cpu({k: tuple(v) for k, v in job["rlimits"].items()}, float(job["run_s"]))
     _procctl.set_rlimits(own)
@@ -109,9 +112,12 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     cand = _standin.Candidate(sys.executable, os.path.join(here, "candidate.py"), list(job["sys_path"]),
                               float(job["call_s"]), float(job["cpu_s"]), float(job["run_s"]), fork_only=True,
-                              cpu_rlimit=cand_cpu)
+                              cpu_rlimit=cand_cpu, user=None if users is None else tuple(users["candidate"]))
     os.set_inheritable(nonce_fd, False)
     cand.start()  # forked now: the candidate never holds the nonce or the evaluator
+    if users is not None:
+        _procctl.drop_keeping_kill(*users["runner"])
+    _procctl.nondumpable()
     nonce = os.read(nonce_fd, 256).decode("ascii", "replace")
     os.close(nonce_fd)
     cfg = {"program": program, "evaluator": job["evaluator"], "cascade": job["cascade"]}
@@ -120,6 +126,7 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
 
 def main(argv: list) -> None:
     _procctl.nondumpable()
+    runner.preimport()
     sock = socket.socket(fileno=int(argv[1]))
     view = marshal.loads(bytes.fromhex(argv[2]))
     if view.get("hide") is not None:  # local: hide the host (bwrap built its view already)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qdevolve.sandbox import SandboxLimits
-from qdevolve.sandbox.forgeries import FORGERIES, HONEST_EVALUATOR, forgery_code
+from qdevolve.sandbox.forgeries import FORGERIES, forgery_code, write_honest_evaluator
 from qdevolve.types import Program
 
 LIMITS = SandboxLimits(wall_s=15, cpu_s=5, memory_mb=512)
@@ -215,7 +215,7 @@ def evaluate(path):
 def test_forgeries_do_forge_an_evaluation_without_isolation(tmp_path):
     """Control: run in one process (as OpenEvolve does), the forgeries raise the score, so
     the catalogue's 'stored score == honest score' on a sandbox is not vacuous."""
-    (tmp_path / "evaluator.py").write_text(HONEST_EVALUATOR)
+    write_honest_evaluator(tmp_path).rename(tmp_path / "evaluator.py")
     forged = []
     for name in ("forge_sys_modules", "forge_gc_code", "forge_shared_modules", "forge_setprofile"):
         prog = tmp_path / f"{name}.py"

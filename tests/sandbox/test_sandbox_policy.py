@@ -116,8 +116,9 @@ def test_bwrap_warm_template_argv():
                                     ro_paths=["/opt/venv/lib/site-packages"])
     assert argv[0] == "bwrap" and "setpriv" not in argv
     joined = " ".join(argv)
-    assert "--cap-drop ALL --cap-add CAP_SYS_ADMIN --cap-add CAP_SETUID --cap-add CAP_SETGID" in joined
-    assert argv.count("--cap-add") == 3
+    assert ("--cap-drop ALL --cap-add CAP_SYS_ADMIN --cap-add CAP_SETUID --cap-add CAP_SETGID "
+            "--cap-add CAP_KILL") in joined
+    assert argv.count("--cap-add") == 4
     for flag in ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--die-with-parent",
                  "--new-session", "--as-pid-1", "--clearenv"):
         assert flag in argv
