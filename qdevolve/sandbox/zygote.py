@@ -44,6 +44,11 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
     """J: fresh namespaces and file systems, then R (see the module doc)."""
+    try:  # the job's tree, not the template, is what the out-of-memory killer picks
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+    except OSError:
+        pass
     if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0:  # ipc: no SysV leftovers
         os._exit(126)
     # paths the template sees under /tmp (``local``: the staged evaluators) are bound back
