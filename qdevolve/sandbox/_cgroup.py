@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["MemoryCap", "memory_enforcement", "new_cap"]
+__all__ = ["MemoryCap", "backend_memory_enforcement", "memory_enforcement", "new_cap"]
 
 log = logging.getLogger("qdevolve.sandbox")
 
@@ -138,9 +138,19 @@ def memory_enforcement() -> str:
     """One line: how ``memory_mb`` is enforced for the process backends on this machine."""
     root = _root()
     if root is None:
+        if os.environ.get("QDEVOLVE_CGROUP", "").lower() in ("off", "0", "no", "false"):
+            return ("per process only (RLIMIT_AS x RLIMIT_NPROC: up to memory_mb x processes per "
+                    "evaluation); memory cgroups turned off by QDEVOLVE_CGROUP")
         return ("per process only (RLIMIT_AS x RLIMIT_NPROC: up to memory_mb x processes per "
                 "evaluation); no writable memory cgroup here")
     return root.describe()
+
+
+def backend_memory_enforcement(backend: str) -> str:
+    """:func:`memory_enforcement` for the backend named ``backend`` (docker: its own cgroup)."""
+    if backend == "docker":
+        return "docker's cgroup per container (mem_limit = memory+swap, whole process tree)"
+    return memory_enforcement()
 
 
 def _kill_members(path: Path) -> None:

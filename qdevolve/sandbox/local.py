@@ -101,10 +101,16 @@ class LocalSandbox(WarmPath, ProcessSandbox):
         return argv, view
 
     def _job_paths(self, evaluator):
-        # the staged evaluators live under the host's temp dir: bound back over the new /tmp;
-        # home and temp files in the work dir, as in a cold run
-        return {"evaluator": None if evaluator is None else str(evaluator),
-                "rebind": [str(self.staging.eval_dir)], "work": "/tmp/qdevolve-work", "home_work": True}
+        # every hidden directory (/tmp, /var/tmp, /run, homes...) gets a fresh tmpfs per job,
+        # so nothing written there survives into the next; what the template keeps beneath
+        # them (the staged evaluators, libraries) is bound back; home and temp files in the
+        # work dir, as in a cold run
+        view = self._view(None, None)
+        fresh = [h for h in view["hide"] if os.path.isdir(h) and not os.path.islink(h)]
+        under = [k for k in [*view["keep"], str(self.staging.eval_dir)]
+                 if any(k == f or k.startswith(f.rstrip("/") + "/") for f in fresh)]
+        return {"evaluator": None if evaluator is None else str(evaluator), "fresh": fresh,
+                "rebind": list(dict.fromkeys(under)), "work": "/tmp/qdevolve-work", "home_work": True}
 
     def _shell_style(self) -> bool:
         return self.as_root or self.userns
