@@ -143,7 +143,12 @@ class Candidate:
                 if self.cpu_rlimit is not None:
                     import resource
 
-                    resource.setrlimit(resource.RLIMIT_CPU, tuple(self.cpu_rlimit))
+                    soft, hard = self.cpu_rlimit
+                    cur_hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+                    if cur_hard != resource.RLIM_INFINITY:  # never above what this process holds
+                        hard = min(hard, cur_hard)
+                        soft = min(soft, hard)
+                    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
                 if self.user is not None:
                     os.setgroups([])
                     os.setresgid(self.user[1], self.user[1], self.user[1])
