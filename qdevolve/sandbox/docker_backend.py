@@ -18,9 +18,11 @@ work dir (root's, mode 0444, sticky directory), starts the candidate under
 the candidate) and makes itself non-dumpable. The candidate thus cannot signal, trace or
 read the runner, the idle processes or the program file.
 ``warm=True`` keeps one container per worker thread: the runner kills every process of the
-candidate's and the runner's uids before and after each evaluation and empties ``/tmp`` and
-the work dir before it; a container that cannot be emptied, timed out, ran out of memory,
-produced no record or stopped is removed and replaced.
+candidate's and the runner's uids before and after each evaluation and, before it, empties
+``/tmp``, ``/dev/shm`` and the work dir and removes every SysV IPC object and POSIX message
+queue; a container that cannot be emptied, timed out, ran out of memory, produced no record
+or stopped is removed and replaced, and so is one made for other limits (``_shape``). A warm
+container has no container-wide CPU ulimit: each evaluation's runner sets its own.
 """
 
 from __future__ import annotations

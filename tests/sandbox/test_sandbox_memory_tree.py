@@ -1,0 +1,97 @@
+"""``memory_mb`` caps an evaluation's whole process tree, not each process (issue 19, item 4).
+
+Six processes of 100 MiB each fit a per-process limit of 256 MiB but not a per-evaluation
+one: the evaluation must end as ``memory`` on every backend where a memory cgroup is
+available (docker always; local and bwrap, cold and warm, where the controller can write a
+cgroup), and ``qdevolve sandbox check`` must say which enforcement is active.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from qdevolve.sandbox import SandboxLimits, _cgroup
+from qdevolve.sandbox.attacks import ATTACKS, check_attack
+from qdevolve.types import Program
+
+from ._backends import CONFIGS, open_box
+
+pytestmark = pytest.mark.slow
+
+LIMITS = SandboxLimits(wall_s=20, cpu_s=10, memory_mb=256, processes=32)
+
+TREE = """
+import os, time
+kids = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(100 << 20)
+        block[::4096] = b"x" * len(block[::4096])
+        time.sleep(1.0)
+        os._exit(0)
+    kids.append(pid)
+codes = [os.waitpid(pid, 0)[1] for pid in kids]
+print("children", codes)
+"""
+
+SMALL_TREE = TREE.replace("range(6)", "range(2)").replace("100 << 20", "60 << 20")
+
+
+@pytest.fixture(scope="module", params=CONFIGS)
+def box(request):
+    name, _warm = request.param
+    if name != "docker" and _cgroup._root() is None:
+        pytest.skip("no writable memory cgroup here: local/bwrap cap memory per process only")
+    b = open_box(request, request.param)
+    yield b
+    b.close()
+
+
+def test_the_whole_tree_is_capped(box):
+    r = box.evaluate(Program(code=TREE), None, LIMITS)
+    assert r.status == "memory", (r.status, r.error, r.artifacts.get("stdout"))
+    assert r.score is None
+
+
+def test_a_tree_within_the_cap_runs_and_the_next_evaluation_gets_the_whole_cap(box):
+    for _ in range(2):  # warm: the cap is per job, not spent by the previous one
+        r = box.evaluate(Program(code=SMALL_TREE), None, LIMITS)
+        assert r.status == "ok", (r.error, r.artifacts)
+        assert "children [0, 0]" in r.artifacts["stdout"]
+
+
+def test_catalogue_memory_tree_holds(box, host):
+    row = check_attack(box, next(a for a in ATTACKS if a.name == "memory_tree"), host)
+    assert row.passed, row.failures
+
+
+def test_no_cgroup_is_left_behind(box):
+    box.evaluate(Program(code="print(1)"), None, LIMITS)
+    root = _cgroup._root()
+    if root is not None:
+        left = [p.name for p in root.base.iterdir() if p.is_dir() and p.name.startswith("e-")]
+        assert left == []
+
+
+def test_enforcement_is_reported(monkeypatch):
+    here = _cgroup.memory_enforcement()
+    assert "cgroup" in here or "per process only" in here
+    monkeypatch.setenv("QDEVOLVE_CGROUP", "off")
+    _cgroup._root.cache_clear()
+    try:
+        assert _cgroup.memory_enforcement().startswith("per process only")
+        assert _cgroup.new_cap(256) is None
+    finally:
+        monkeypatch.delenv("QDEVOLVE_CGROUP")
+        _cgroup._root.cache_clear()
+    assert _cgroup.backend_memory_enforcement("docker").startswith("docker")
+
+
+def test_sandbox_check_prints_the_enforcement():
+    from click.testing import CliRunner
+
+    from qdevolve.cli import cli
+
+    out = CliRunner().invoke(cli, ["sandbox", "check", "--backend", "local", "--only", "cpu_loop"])
+    assert "memory:  " in out.output and ("cgroup" in out.output or "per process only" in out.output)
