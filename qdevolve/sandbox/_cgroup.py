@@ -75,6 +75,26 @@ class _Root:
         return f"cgroup v1 memory controller per evaluation (memory.limit_in_bytes, whole process tree; {self.base})"
 
 
+def _sweep(parent: Path) -> None:
+    """Remove the evaluation cgroups of controllers that died without cleaning up."""
+    try:
+        stale = [p for p in parent.glob("qdevolve-*") if p.name[9:].isdigit()]
+    except OSError:
+        return
+    for path in stale:
+        pid = int(path.name[9:])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # its controller is alive
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        _remove_dir(path, wait_s=0.2)
+
+
 def _probe_v2() -> _Root | None:
     for mount in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
         if not (mount / "cgroup.controllers").exists():
@@ -84,6 +104,7 @@ def _probe_v2() -> _Root | None:
             continue
         parent = mount / own.lstrip("/")
         base = parent / f"qdevolve-{os.getpid()}"
+        _sweep(parent)
         try:
             base.mkdir(exist_ok=True)
             if "memory" not in (base / "cgroup.controllers").read_text().split():
@@ -107,6 +128,7 @@ def _probe_v1() -> _Root | None:
     if own is None or not (mount / "memory.limit_in_bytes").exists():
         return None
     base = mount / own.lstrip("/") / f"qdevolve-{os.getpid()}"
+    _sweep(base.parent)
     try:
         base.mkdir(exist_ok=True)
         probe = base / "probe"
