@@ -53,3 +53,16 @@ def test_docker_warm_serves_any_cpu_limit(docker_image):
         assert len(box.containers()) == 1  # one warm container served them all
     finally:
         box.close()
+
+
+def test_warm_docker_container_has_no_cpu_ulimit_and_is_keyed_by_limits():
+    from qdevolve.sandbox.docker_backend import _shape
+    from qdevolve.sandbox.limits import render_docker_kwargs
+
+    limits = SandboxLimits(wall_s=30, cpu_s=30)
+    cold = render_docker_kwargs(limits, image="i", user="65533:65533", env={}, mounts={})
+    warm = render_docker_kwargs(limits, image="i", user="65533:65533", env={}, mounts={}, cpu_backstop=False)
+    assert next(u for u in cold["ulimits"] if u["name"] == "cpu")["hard"] == 35
+    assert next(u for u in warm["ulimits"] if u["name"] == "cpu") == {"name": "cpu", "soft": -1, "hard": -1}
+    assert _shape(limits) == _shape(limits.replace(cpu_s=100, wall_s=200))  # same container
+    assert _shape(limits) != _shape(limits.replace(memory_mb=256))  # a new one
