@@ -6,7 +6,8 @@ on its own. :func:`memory_enforcement` finds, once per controller, what this mac
 allows, in this order:
 
 1. **cgroup v2** (``/sys/fs/cgroup`` or the hybrid ``/sys/fs/cgroup/unified``): a child of
-   the controller's own cgroup with the ``memory`` controller enabled; per evaluation
+   the controller's own cgroup, or else of the hierarchy's root, with the ``memory``
+   controller enabled; per evaluation
    ``memory.max`` = ``memory_mb``, ``memory.swap.max`` = 0 and ``memory.oom.group`` = 1
    (an OOM kill takes the whole tree);
 2. **cgroup v1** memory controller (``/sys/fs/cgroup/memory``) where it is writable:
@@ -100,26 +101,33 @@ def _probe_v2() -> _Root | None:
         if not (mount / "cgroup.controllers").exists():
             continue
         own = _own_cgroup("v2")
-        if own is None:
-            continue
-        parent = mount / own.lstrip("/")
-        base = parent / f"qdevolve-{os.getpid()}"
-        _sweep(parent)
-        try:
-            base.mkdir(exist_ok=True)
-            if "memory" not in (base / "cgroup.controllers").read_text().split():
-                _write(parent / "cgroup.subtree_control", "+memory")
-            if "memory" not in (base / "cgroup.controllers").read_text().split():
-                raise OSError("no memory controller")
-            _write(base / "cgroup.subtree_control", "+memory")
-        except OSError:
-            try:
-                base.rmdir()
-            except OSError:
-                pass
-            continue
-        return _Root("v2", base)
+        # below the controller's own cgroup first; a cgroup that holds processes cannot
+        # enable controllers for its children (the "no internal processes" rule), so the
+        # hierarchy's root (systemd hosts, as root) is the second choice
+        for parent in dict.fromkeys([mount / own.lstrip("/") if own else mount, mount]):
+            root = _make_v2(parent)
+            if root is not None:
+                return root
     return None
+
+
+def _make_v2(parent: Path) -> _Root | None:
+    base = parent / f"qdevolve-{os.getpid()}"
+    _sweep(parent)
+    try:
+        base.mkdir(exist_ok=True)
+        if "memory" not in (base / "cgroup.controllers").read_text().split():
+            _write(parent / "cgroup.subtree_control", "+memory")
+        if "memory" not in (base / "cgroup.controllers").read_text().split():
+            raise OSError("no memory controller")
+        _write(base / "cgroup.subtree_control", "+memory")
+    except OSError:
+        try:
+            base.rmdir()
+        except OSError:
+            pass
+        return None
+    return _Root("v2", base)
 
 
 def _probe_v1() -> _Root | None:

@@ -16,8 +16,6 @@ from qdevolve.types import Program
 
 from ._backends import CONFIGS, open_box
 
-pytestmark = pytest.mark.slow
-
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10, memory_mb=256, processes=32)
 
 TREE = """
@@ -48,12 +46,14 @@ def box(request):
     b.close()
 
 
+@pytest.mark.slow
 def test_the_whole_tree_is_capped(box):
     r = box.evaluate(Program(code=TREE), None, LIMITS)
     assert r.status == "memory", (r.status, r.error, r.artifacts.get("stdout"))
     assert r.score is None
 
 
+@pytest.mark.slow
 def test_a_tree_within_the_cap_runs_and_the_next_evaluation_gets_the_whole_cap(box):
     for _ in range(2):  # warm: the cap is per job, not spent by the previous one
         r = box.evaluate(Program(code=SMALL_TREE), None, LIMITS)
@@ -61,11 +61,13 @@ def test_a_tree_within_the_cap_runs_and_the_next_evaluation_gets_the_whole_cap(b
         assert "children [0, 0]" in r.artifacts["stdout"]
 
 
+@pytest.mark.slow
 def test_catalogue_memory_tree_holds(box, host):
     row = check_attack(box, next(a for a in ATTACKS if a.name == "memory_tree"), host)
     assert row.passed, row.failures
 
 
+@pytest.mark.slow
 def test_no_cgroup_is_left_behind(box):
     box.evaluate(Program(code="print(1)"), None, LIMITS)
     root = _cgroup._root()
@@ -88,6 +90,7 @@ def test_enforcement_is_reported(monkeypatch):
     assert _cgroup.backend_memory_enforcement("docker").startswith("docker")
 
 
+@pytest.mark.slow
 def test_sandbox_check_prints_the_enforcement():
     from click.testing import CliRunner
 
@@ -95,3 +98,32 @@ def test_sandbox_check_prints_the_enforcement():
 
     out = CliRunner().invoke(cli, ["sandbox", "check", "--backend", "local", "--only", "cpu_loop"])
     assert "memory:  " in out.output and ("cgroup" in out.output or "per process only" in out.output)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_cap_files_of_both_cgroup_versions(tmp_path, version):
+    """What a cap writes and reads, on a stand-in directory (a machine has one version)."""
+    path = tmp_path / "e-0"
+    path.mkdir()
+    if version == "v2":
+        for name in ("memory.max", "memory.swap.max", "memory.oom.group"):
+            (path / name).write_text("max\n")
+        (path / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n")
+        (path / "memory.stat").write_text("anon 1000\nfile 5000\nshmem 24\n")
+    else:
+        (path / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+        (path / "memory.memsw.limit_in_bytes").write_text("9223372036854771712\n")
+        (path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+        (path / "memory.stat").write_text("cache 5000\nrss 1000\nshmem 24\n")
+    cap = _cgroup.MemoryCap(_cgroup._Root(version, tmp_path), path)
+    cap.set_limit(256 << 20)
+    assert cap.oom_kills() == 2 and cap.resident() == 1024
+    assert cap.wrap(["x"])[-1] == "x" and cap.procs.endswith("cgroup.procs")
+    if version == "v2":
+        assert (path / "memory.max").read_text() == str(256 << 20)
+        assert (path / "memory.swap.max").read_text() == "0" and (path / "memory.oom.group").read_text() == "1"
+        cap.set_limit(1 << 30, group_kill=False)
+        assert (path / "memory.oom.group").read_text() == "0"
+    else:
+        assert (path / "memory.limit_in_bytes").read_text() == str(256 << 20)
+        assert (path / "memory.memsw.limit_in_bytes").read_text() == str(256 << 20)
