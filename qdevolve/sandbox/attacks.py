@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qdevolve.sandbox import isolation_attacks as _iso
 from qdevolve.sandbox._proc import sandbox_processes
 from qdevolve.sandbox.forgeries import FORGERIES, HONEST_EVALUATOR, HONEST_SCORE, forgery_code
 from qdevolve.sandbox.limits import SandboxLimits
@@ -227,136 +228,19 @@ ATTACKS = ATTACKS + tuple(
 )
 
 
-# -- issue 19: what crosses the wire, memory per evaluation, warm freshness ---------------------
-_TOUR_EVALUATOR = """
-import importlib.util, math
-
-N = 12
-CITIES = [(math.cos(2 * math.pi * i / N) * (1 + i % 3), math.sin(2 * math.pi * i / N) * (1 + i % 3))
-          for i in range(N)]
-
-
-def tour_length(tour):
-    return sum(math.dist(CITIES[tour[i]], CITIES[tour[(i + 1) % N]]) for i in range(N))
-
-
-def evaluate(program_path):
-    spec = importlib.util.spec_from_file_location("candidate_program", program_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    tour = module.solve(CITIES)
-    if len(tour) != N or sorted(tour) != list(range(N)) or len(set(tour)) != N:
-        return {"combined_score": -1e9, "artifacts": {"validation": "not a tour"}}
-    return {"combined_score": -tour_length(tour)}
-"""
-
-
-def _honest_tour_score() -> float:
-    names: dict = {}
-    exec(_TOUR_EVALUATOR, names)  # noqa: S102 - our own constant: the honest tour's score
-    return -names["tour_length"](list(range(names["N"])))
-
-
-_WEIGHTS_EVALUATOR = """
-import importlib.util
-import numpy as np
-
-
-def evaluate(program_path):
-    spec = importlib.util.spec_from_file_location("candidate_program", program_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    w = np.asarray(module.weights(), dtype=np.float64)
-    if w.shape != (16,):
-        return {"combined_score": 0.0, "artifacts": {"validation": "wrong shape"}}
-    return {"combined_score": float(np.sort(np.nan_to_num(w))[-1])}
-"""
-
-_PERSIST = """
-import ctypes, os, sys
-
-tag = "qdevolve-persist-" + os.path.basename("__HOSTDIR__")
-dirs = ["/tmp", "/var/tmp", "/dev/shm", "/run", "/run/lock", "/home", "/root", "/opt", "/srv", "/mnt",
-        "/media", os.getcwd(), os.path.expanduser("~"), os.environ.get("TMPDIR", "/tmp")]
-found = []
-for d in dirs:
-    try:
-        if tag in os.listdir(d):
-            found.append(d)
-    except OSError:
-        pass
-libc = ctypes.CDLL(None, use_errno=True)
-key = 0x51440000 + sum(tag.encode()) % 0xFFFF
-if libc.shmget(key, 4096, 0) >= 0:
-    found.append("SysV shared memory")
-if libc.msgget(key, 0) >= 0:
-    found.append("SysV message queue")
-try:
-    rt = ctypes.CDLL("librt.so.1", use_errno=True)
-    if rt.mq_open(("/" + tag).encode(), 0) >= 0:
-        found.append("POSIX message queue")
-except OSError:
-    rt = None
-for d in dirs:
-    try:
-        with open(os.path.join(d, tag), "w") as fh:
-            fh.write("left by an earlier evaluation")
-    except OSError:
-        pass
-libc.shmget(key, 4096, 0o1600)
-libc.msgget(key, 0o1600)
-if rt is not None:
-    rt.mq_open(("/" + tag).encode(), 0o100, 0o600, None)
-if found:
-    sys.exit("state of an earlier evaluation survived: " + ", ".join(dict.fromkeys(found)))
-"""
-
+# issue 19: what crosses the wire, warm persistence, memory across a process tree
 ATTACKS = ATTACKS + (
-    Attack("lying_values", """
-class Tour:  # iterates as a permutation, indexes as one city: a zero-length "tour"
-    def __len__(self):
-        return 12
-    def __iter__(self):
-        return iter(range(12))
-    def __getitem__(self, i):
-        return 0
-    def __contains__(self, x):
-        return True
-
-
-def solve(cities):
-    return Tour()
-""".strip() + "\n", _FAILED | {"ok"}, "return an object whose len/iter/getitem lie (a proxy in the "
-           "runner would make a zero-length tour valid)", honest=_honest_tour_score(),
-           evaluator=_TOUR_EVALUATOR),
-    Attack("pointer_array", """
-class Weights:  # numpy in the runner would read the runner's memory at this address
-    __array_interface__ = {"shape": (16,), "typestr": "<f8", "data": (id(int), True), "version": 3}
-
-
-def weights():
-    return Weights()
-""".strip() + "\n", frozenset({"error", "ok"}), "return an object whose __array_interface__ points "
-           "into memory (the runner must never follow it: no read, no crash)", honest=0.0,
-           evaluator=_WEIGHTS_EVALUATOR),
+    Attack("lying_values", _iso.LYING_VALUES.strip() + "\n", _FAILED | {"ok"},
+           "return an object whose len/iter/getitem lie (a proxy in the runner would make a "
+           "zero-length tour valid)", honest=_iso.honest_tour_score(), evaluator=_iso.TOUR_EVALUATOR),
+    Attack("pointer_array", _iso.POINTER_ARRAY.strip() + "\n", frozenset({"error", "ok"}),
+           "return an object whose __array_interface__ points into memory (the runner must never "
+           "follow it: no read, no crash)", honest=0.0, evaluator=_iso.WEIGHTS_EVALUATOR),
     _a("warm_persistence", {"ok"}, "files in every writable directory, SysV shared memory and "
        "message queues, a POSIX message queue: written by one evaluation, looked for in the next",
-       _PERSIST, runs=2),
+       _iso.PERSIST, runs=2),
     _a("memory_tree", {"memory"}, "six processes of 100 MiB each under a 256 MiB limit: memory is "
-       "capped per evaluation, not per process", """
-import os, time
-kids = []
-for _ in range(6):
-    pid = os.fork()
-    if pid == 0:
-        block = bytearray(100 << 20)
-        block[::4096] = b"x" * len(block[::4096])
-        time.sleep(1.0)
-        os._exit(0)
-    kids.append(pid)
-for pid in kids:
-    os.waitpid(pid, 0)
-"""),
+       "capped per evaluation, not per process", _iso.MEMORY_TREE),
 )
 
 
