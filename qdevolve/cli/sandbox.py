@@ -120,7 +120,6 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
 
     if not as_json:
         click.echo(f"backend: {name}" + (" (warm)" if getattr(box, "warm", False) else ""))
-        click.echo(f"memory:  {memory}")
         click.echo(f"{'attack':<22} {'expected':<22} {'got':<8} {'seconds':>6}")
     try:
         rows = run_catalogue(box, attacks=attacks, on_row=show)
@@ -133,4 +132,5 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
              "passed": r.passed, "failures": r.failures} for r in rows]}, indent=2))
     else:
         click.echo(f"{len(rows) - len(failed)}/{len(rows)} passed")
+        click.echo(f"memory:  {memory}")
     sys.exit(1 if failed else 0)
