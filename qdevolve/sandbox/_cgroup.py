@@ -122,10 +122,7 @@ def _make_v2(parent: Path) -> _Root | None:
             raise OSError("no memory controller")
         _write(base / "cgroup.subtree_control", "+memory")
     except OSError:
-        try:
-            base.rmdir()
-        except OSError:
-            pass
+        _remove_dir(base, wait_s=0.0)
         return None
     return _Root("v2", base)
 
@@ -144,10 +141,7 @@ def _probe_v1() -> _Root | None:
         _write(probe / "memory.limit_in_bytes", str(64 * _MIB))
         probe.rmdir()
     except OSError:
-        try:
-            base.rmdir()
-        except OSError:
-            pass
+        _remove_dir(base, wait_s=0.0)
         return None
     return _Root("v1", base)
 

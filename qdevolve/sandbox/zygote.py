@@ -57,17 +57,7 @@ def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
     for path in job.get("fresh", ["/tmp"]):  # local: every hidden dir, not only /tmp
         if os.path.isdir(path) and not os.path.islink(path):
             _mountview._tmpfs(path, job["tmp_mb"])
-    for fd, path, is_dir in keep:
-        if is_dir:
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            if not os.path.exists(path):
-                open(path, "wb").close()
-        _mountview._mount(f"/proc/self/fd/{fd}", path, None, _mountview.MS_BIND | _mountview.MS_REC)
-        _mountview._mount(None, path, None, _mountview.MS_BIND | _mountview.MS_REMOUNT
-                          | _mountview.MS_RDONLY | _mountview.MS_NOSUID | _mountview.MS_NODEV)
-        os.close(fd)
+    _mountview.bind_back(keep)
     _mountview._tmpfs("/dev/shm", job["tmp_mb"])
     work = job["work"]
     os.makedirs(work, exist_ok=True)

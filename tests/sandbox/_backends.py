@@ -24,3 +24,11 @@ def open_box(request, config):
     if name == "docker":
         options["image"] = request.getfixturevalue("docker_image")
     return make_box(name, **options)
+
+
+@pytest.fixture(scope="module", params=CONFIGS, name="box")
+def box_fixture(request):
+    """One sandbox per configuration, shared by a test module."""
+    b = open_box(request, request.param)
+    yield b
+    b.close()

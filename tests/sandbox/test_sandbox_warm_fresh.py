@@ -14,17 +14,10 @@ from qdevolve.sandbox import SandboxLimits
 from qdevolve.sandbox.attacks import ATTACKS, check_attack
 from qdevolve.types import Program
 
-from ._backends import CONFIGS, open_box
+from ._backends import box_fixture  # noqa: F401 - the ``box`` fixture
 
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10)
 PERSIST = next(a for a in ATTACKS if a.name == "warm_persistence")
-
-
-@pytest.fixture(scope="module", params=CONFIGS)
-def box(request):
-    b = open_box(request, request.param)
-    yield b
-    b.close()
 
 
 def test_nothing_survives_into_the_next_evaluation(box, host):
@@ -43,16 +36,16 @@ def test_catalogue_warm_persistence_holds(box, host):
 def test_docker_warm_serves_any_cpu_limit(docker_image):
     from .conftest import make_box
 
-    box = make_box("docker", image=docker_image, warm=True)
+    warm = make_box("docker", image=docker_image, warm=True)
     try:
         code = "import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))"
         for cpu in (10, 40, 120, 35):
-            r = box.evaluate(Program(code=code), None, SandboxLimits(wall_s=150, cpu_s=cpu))
+            r = warm.evaluate(Program(code=code), None, SandboxLimits(wall_s=150, cpu_s=cpu))
             assert r.status == "ok", (cpu, r.error, r.artifacts)
             assert f"({cpu}, {cpu + 1})" in r.artifacts["stdout"]
-        assert len(box.containers()) == 1  # one warm container served them all
+        assert len(warm.containers()) == 1  # one warm container served them all
     finally:
-        box.close()
+        warm.close()
 
 
 def test_warm_docker_container_has_no_cpu_ulimit_and_is_keyed_by_limits():

@@ -17,7 +17,7 @@ from qdevolve.sandbox import SandboxLimits, _wire
 from qdevolve.sandbox.attacks import ATTACKS, check_attack
 from qdevolve.types import Program
 
-from ._backends import CONFIGS, open_box
+from ._backends import box_fixture  # noqa: F401 - the ``box`` fixture
 
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10, memory_mb=512)
 
@@ -104,13 +104,6 @@ def evaluate(path):
     out["stand_in"] = repr(stand_in)
     return {"combined_score": float(totals[-1] + m.COUNT), "artifacts": out}
 '''
-
-
-@pytest.fixture(scope="module", params=CONFIGS)
-def box(request):
-    b = open_box(request, request.param)
-    yield b
-    b.close()
 
 
 def test_only_plain_data_crosses(box, tmp_path):
