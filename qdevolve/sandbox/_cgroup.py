@@ -290,7 +290,7 @@ def new_cap(memory_mb: int | None, kind: str = "e") -> MemoryCap | None:
         return None
     with _lock:
         n = next(_counter)
-    path = root.base / f"{kind}-{n}"
+    path = root.base / f"{kind}-{os.getpid()}-{n}"  # unique in forked controllers too
     try:
         path.mkdir()
         cap = MemoryCap(root, path)
