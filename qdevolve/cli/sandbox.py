@@ -120,6 +120,9 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
                               f"{', '.join(a.name for a in ATTACKS)}")
         attacks = tuple(a for a in ATTACKS if a.name in wanted)
     name, box = _make(backend, warm, image)
+    from qdevolve.sandbox._cgroup import backend_memory_enforcement
+
+    memory = backend_memory_enforcement(name)
 
     def show(row) -> None:
         if not as_json:
@@ -136,9 +139,10 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
         box.close()
     failed = [r for r in rows if not r.passed]
     if as_json:
-        click.echo(json.dumps({"backend": name, "rows": [
+        click.echo(json.dumps({"backend": name, "memory_enforcement": memory, "rows": [
             {"attack": r.attack, "expected": r.expected, "got": r.got, "seconds": round(r.seconds, 3),
              "passed": r.passed, "failures": r.failures} for r in rows]}, indent=2))
     else:
         click.echo(f"{len(rows) - len(failed)}/{len(rows)} passed")
+        click.echo(f"memory:  {memory}")
     sys.exit(1 if failed else 0)

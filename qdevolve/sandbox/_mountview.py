@@ -54,6 +54,12 @@ def build_view(view: dict, tmp_mb: int) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
             _tmpfs(path, tmp_mb)
     _tmpfs("/dev/shm", tmp_mb)
+    bind_back(kept)
+
+
+def bind_back(kept: list) -> None:
+    """Bind each ``(O_PATH fd, path, is_dir)`` of ``kept`` back at ``path``, read-only (a
+    hidden parent does not hide it: the source is the descriptor); closes the descriptors."""
     for fd, path, is_dir in kept:
         if is_dir:
             os.makedirs(path, exist_ok=True)

@@ -3,8 +3,8 @@
 Staged next to ``runner.py`` (stdlib + ctypes only; imported there as a top-level module):
 the rlimits the runner and the candidate get (:func:`split_cpu`), making the runner
 non-dumpable, ``no_new_privs``, docker's switch to the runner's uid keeping ``CAP_KILL``,
-and what a warm container kills (:func:`reap`) and empties (:func:`wipe`) between
-evaluations.
+and what a warm container kills (:func:`reap`) and empties (:func:`wipe`,
+:func:`clear_ipc`) between evaluations.
 """
 
 from __future__ import annotations
@@ -113,6 +113,70 @@ def wipe(paths: list, users: list = ()) -> list:
         except Exception:  # noqa: BLE001 - cleanup never raises; what is left is reported
             pass
     return entries()
+
+
+_IPC = {"shm": "shmid", "msg": "msqid", "sem": "semid"}
+
+
+def _ipc_objects() -> list:
+    """``(kind, id, owner uid, creator uid)`` of every SysV IPC object of this namespace."""
+    out = []
+    for kind, id_col in _IPC.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                header = fh.readline().split()
+                for line in fh:
+                    row = dict(zip(header, line.split(), strict=False))
+                    out.append((kind, int(row[id_col]), int(row["uid"]), int(row["cuid"])))
+        except (OSError, KeyError, ValueError):
+            continue
+    return out
+
+
+def _queues() -> list:
+    try:
+        return [os.path.join("/dev/mqueue", n) for n in os.listdir("/dev/mqueue")]
+    except OSError:
+        return []
+
+
+def clear_ipc(users: list) -> list:
+    """Remove every SysV shared memory segment, message queue and semaphore set and every
+    POSIX message queue (``/dev/mqueue``) of this IPC namespace (docker warm mode: the
+    container's namespace outlives an evaluation); what is left, if any.
+
+    Each of ``users`` removes what it owns, in a child switched to that uid (the runner holds
+    no ``CAP_SYS_ADMIN`` or ``CAP_IPC_OWNER``). No child is forked when nothing is there."""
+    if not _ipc_objects() and not _queues():
+        return []
+    import ctypes
+
+    for uid, gid in users:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                libc = ctypes.CDLL(None, use_errno=True)
+                for kind, ident, owner, creator in _ipc_objects():
+                    if uid in (owner, creator):
+                        if kind == "shm":
+                            libc.shmctl(ident, 0, None)  # IPC_RMID
+                        elif kind == "msg":
+                            libc.msgctl(ident, 0, None)
+                        else:
+                            libc.semctl(ident, 0, 0)
+                for path in _queues():
+                    try:
+                        if os.lstat(path).st_uid == uid:
+                            os.unlink(path)
+                    except OSError:
+                        pass
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    return [f"{k} {i}" for k, i, _, _ in _ipc_objects()] + _queues()
 
 
 def nondumpable() -> None:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from qdevolve.sandbox import _cgroup
 from qdevolve.sandbox._bounded import run_bounded
 from qdevolve.sandbox._proc import kill_all, uid_processes
 from qdevolve.sandbox._staging import Staging, sandbox_python, site_packages
@@ -167,7 +168,9 @@ class ProcessSandbox:
         users = self._acquire_users()
         run = None
         clean = False
+        memory = None
         try:
+            memory = _cgroup.new_cap(limits.memory_mb)  # the whole tree's memory (None: per process)
             run = self.staging.new_run(
                 program, uid=None, gid=None, inner_dir=self._inner(), limits=limits,
                 evaluator=self._evaluator_inner(ev),
@@ -177,6 +180,8 @@ class ProcessSandbox:
             )
             env = self._env(render_env(limits, sys_path=self.sys_path), run.path)
             argv = self._argv(run.path, users, limits, env, ev)
+            if memory is not None:
+                argv = memory.wrap(argv)
             cap = run_bounded(argv, env=env, wall_s=limits.wall_s, cap=limits.output_bytes,
                               cwd=str(run.path), stdout_cap=MAX_RECORD_BYTES + 1,
                               stdin_data=run.nonce.encode())
@@ -185,6 +190,7 @@ class ProcessSandbox:
                                        clean_exit=cap.returncode == 0 and not cap.timed_out)
             outcome = Outcome(
                 exit_code=cap.returncode, shell_style=self._shell_style(), timed_out=cap.timed_out,
+                oom_killed=memory is not None and memory.oom_kills() > 0,
                 record=record, record_error=why, record_missing=record is None and why is None,
                 cpu_s=limits.cpu_s, cpu_used_s=cap.cpu_s if self._rusage_complete() else None, stderr_tail=cap.stderr,
             )
@@ -200,6 +206,8 @@ class ProcessSandbox:
             try:
                 if run is not None:
                     self.staging.remove_run(run)
+                if memory is not None:
+                    memory.remove()
                 self._release_users(users, clean=clean)
             except Exception:  # noqa: BLE001 - cleanup never turns a result into a crash
                 log.exception("%s sandbox: cleanup failed", self.name)

@@ -4,9 +4,13 @@ Stdlib only (staged next to ``runner.py``). The evaluator never executes candida
 when it imports the program (``spec_from_file_location(...).loader.exec_module``,
 ``__import__`` through ``sys.path``, ``runpy.run_path``, ``exec``/``compile`` of the
 program's text) it gets a *stand-in*: a module whose attributes are fetched from the
-candidate process and whose functions run there. Arguments and results cross
-:mod:`_wire` as plain data; objects that are not plain data stay where they live and
-cross as handles. The candidate may call back only what the evaluator handed it (a
+candidate process and whose functions run there. Everything the candidate sends is plain
+data built afresh here (:data:`_wire.PLAIN_TYPES`; numpy arrays as dtype, shape and copied
+bytes), converted in the candidate's own process, or a function of the candidate that the
+evaluator can only call (:class:`_Remote`): no proxy forwards ``len``, iteration, indexing,
+``in``, attribute reads or ``__array_interface__`` to candidate code. Any other value fails
+the call with a ``TypeError`` naming its type. The evaluator's own objects cross to the
+candidate as handles; the candidate may call back only what the evaluator handed it (a
 function, or public methods of an object such as ``random.Random``).
 
 Each top-level call has a deadline (``call_s``, default: the run's wall clock). When the
@@ -139,7 +143,12 @@ class Candidate:
                 if self.cpu_rlimit is not None:
                     import resource
 
-                    resource.setrlimit(resource.RLIMIT_CPU, tuple(self.cpu_rlimit))
+                    soft, hard = self.cpu_rlimit
+                    cur_hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+                    if cur_hard != resource.RLIM_INFINITY:  # never above what this process holds
+                        hard = min(hard, cur_hard)
+                        soft = min(soft, hard)
+                    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
                 if self.user is not None:
                     os.setgroups([])
                     os.setresgid(self.user[1], self.user[1], self.user[1])
@@ -243,7 +252,10 @@ CANDIDATE: Candidate | None = None  # set by the runner before the evaluator is 
 
 
 class _Remote:
-    """An object that lives in the candidate process (a function, a class, an instance)."""
+    """A function of the candidate process: the evaluator may call it, nothing else.
+
+    Its results are plain data (converted in the candidate's process); it forwards no
+    attribute read, no ``len``/``iter``/``in``/indexing and no protocol of numpy's."""
 
     __slots__ = ("_h",)
 
@@ -253,41 +265,33 @@ class _Remote:
     def __call__(self, *args, **kwargs):
         return CANDIDATE.request("call", self._h, None, args, kwargs)
 
-    def __getattr__(self, name: str):
-        return CANDIDATE.request("getattr", self._h, name)
-
     def __setattr__(self, name: str, value: object) -> None:
-        CANDIDATE.request("setattr", self._h, name, value)
-
-    def __dir__(self):
-        return CANDIDATE.request("dir", self._h)
+        raise AttributeError(f"a candidate function has no attribute {name!r} to set")
 
     def __repr__(self) -> str:
-        return f"<candidate object #{self._h.oid}>"
+        return f"<candidate function #{self._h.oid}>"
 
-    def _method(self, name: str, *args):
-        return CANDIDATE.request("call", self._h, name, args, {})
 
-    def __iter__(self):
-        return self._method("__iter__")
+class _RemoteModule:
+    """The program's module in the candidate process (what ``load`` returned): attribute
+    reads give plain data or a callable :class:`_Remote`; writes send the value there."""
 
-    def __next__(self):
-        return self._method("__next__")
+    __slots__ = ("_h",)
 
-    def __len__(self):
-        return self._method("__len__")
+    def __init__(self, remote: _Remote) -> None:
+        self._h = object.__getattribute__(remote, "_h")
 
-    def __getitem__(self, key):
-        return self._method("__getitem__", key)
+    def get(self, name: str):
+        return CANDIDATE.request("getattr", self._h, name)
 
-    def __contains__(self, key):
-        return self._method("__contains__", key)
+    def set(self, name: str, value: object) -> None:
+        CANDIDATE.request("setattr", self._h, name, value)
 
-    def __enter__(self):
-        return self._method("__enter__")
+    def names(self) -> list:
+        return CANDIDATE.request("dir", self._h)
 
-    def __exit__(self, *exc):
-        return self._method("__exit__", None, None, None)
+    def namespace(self) -> dict:
+        return CANDIDATE.request("vars", self._h)
 
 
 _LOCAL = frozenset({"__class__", "__dict__", "__spec__", "__loader__", "__name__", "__file__",
@@ -301,21 +305,24 @@ class StandInModule(types.ModuleType):
         if name in _LOCAL:
             return object.__getattribute__(self, name)
         remote = object.__getattribute__(self, "__dict__").get("_qdevolve_remote")
-        return remote.__getattr__(name)
+        return remote.get(name)
 
     def __setattr__(self, name: str, value: object) -> None:
         if name in _LOCAL:
             object.__setattr__(self, name, value)
         else:
-            object.__getattribute__(self, "__dict__")["_qdevolve_remote"].__setattr__(name, value)
+            object.__getattribute__(self, "__dict__")["_qdevolve_remote"].set(name, value)
 
     def __dir__(self):
-        return object.__getattribute__(self, "__dict__")["_qdevolve_remote"].__dir__()
+        return object.__getattribute__(self, "__dict__")["_qdevolve_remote"].names()
 
 
-def load(name: str, path: str, run_name: str | None = None) -> _Remote:
-    """Execute the program in the candidate process; a handle to its module."""
-    return CANDIDATE.request("load", name, path, run_name or name)
+def load(name: str, path: str, run_name: str | None = None) -> _RemoteModule:
+    """Execute the program in the candidate process; its module, as seen from here."""
+    remote = CANDIDATE.request("load", name, path, run_name or name)
+    if type(remote) is not _Remote:
+        raise CandidateError("the candidate process did not return its module")
+    return _RemoteModule(remote)
 
 
 def install(program: str) -> None:
@@ -354,7 +361,7 @@ def install(program: str) -> None:
         if not is_program(path_name):
             return original_run_path(path_name, init_globals, run_name)
         remote = load(run_name or "<run_path>", real, run_name or "<run_path>")
-        return dict(remote.__getattr__("__dict__"))
+        return remote.namespace()
 
     runpy.run_path = run_path
 
@@ -375,7 +382,7 @@ def install(program: str) -> None:
         # like exec: code run in globals without __name__ sees the builtins module's name
         name = target.get("__name__", "builtins") if isinstance(target, dict) else "builtins"
         remote = load(str(name), real, str(name))
-        names = remote.__getattr__("__dict__")
+        names = remote.namespace()
         (locals_ if locals_ is not None else target).update(
             {k: v for k, v in names.items() if k != "__builtins__"})
         return None

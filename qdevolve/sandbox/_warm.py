@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from qdevolve.languages import extension as language_extension
+from qdevolve.sandbox import _cgroup
 from qdevolve.sandbox._bounded import Captured, Tail
 from qdevolve.sandbox.evaluator import build_result, parse_record
 from qdevolve.sandbox.limits import SandboxLimits, as_limits, render_env, render_rlimits
@@ -77,8 +78,14 @@ class WarmPath:
         if z is None or not z.alive:
             limits = self.limits.replace(network=network)
             argv, view = self._zygote_spec(limits)
-            z = Zygote(argv, {**view, "sys_path": self.sys_path}, self.limits.tmpfs_mb,
-                       render_env(limits, sys_path=self.sys_path))
+            memory = _cgroup.new_cap(None, "w")  # the template's cgroup; each job is capped in it
+            try:
+                z = Zygote(memory.wrap(argv) if memory else argv, {**view, "sys_path": self.sys_path},
+                           self.limits.tmpfs_mb, render_env(limits, sys_path=self.sys_path), memory=memory)
+            except BaseException:
+                if memory is not None:
+                    memory.remove()
+                raise
             with self._zlock:
                 self._zygotes[key] = z
         return z
@@ -110,11 +117,16 @@ class WarmPath:
                 "env": render_env(limits, sys_path=self.sys_path),
                 **self._job_paths(ev, evaluator),
             }
+            memory, ooms = zygote.memory, 0
+            if memory is not None:  # the job's tree gets memory_mb on top of the template's own
+                memory.set_limit(memory.resident() + int(limits.memory_mb) * (1 << 20), group_kill=False)
+                ooms = memory.oom_kills()
             cap = zygote.run(job, nonce, wall_s=limits.wall_s, cap=limits.output_bytes,
-                                                   stdout_cap=MAX_RECORD_BYTES + 1)
+                             stdout_cap=MAX_RECORD_BYTES + 1)
+            oom = memory is not None and memory.oom_kills() > ooms
             clean = not cap.timed_out
             record, why = parse_record(cap.stdout, nonce, clean_exit=cap.returncode == 0 and not cap.timed_out)
-            outcome = Outcome(exit_code=cap.returncode, shell_style=True, timed_out=cap.timed_out,
+            outcome = Outcome(exit_code=cap.returncode, shell_style=True, timed_out=cap.timed_out, oom_killed=oom,
                               record=record, record_error=why, record_missing=record is None and why is None,
                               cpu_s=limits.cpu_s, cpu_used_s=None, stderr_tail=cap.stderr)
             return build_result(outcome, runtime_s=cap.runtime_s, stdout="", stderr=cap.stderr,
@@ -136,7 +148,8 @@ class Zygote:
     """One warm template process (see the module doc)."""
 
     def __init__(self, argv: list[str], view: dict, tmp_mb: int, env: dict[str, str], *,
-                 start_s: float = 30.0) -> None:
+                 start_s: float = 30.0, memory: _cgroup.MemoryCap | None = None) -> None:
+        self.memory = memory  # the template's memory cgroup (``_cgroup``), capped per job
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         full = [*argv, str(theirs.fileno()), marshal.dumps(view).hex(), str(int(tmp_mb))]
@@ -168,6 +181,9 @@ class Zygote:
         except subprocess.TimeoutExpired:
             pass
         self.sock.close()
+        if self.memory is not None:
+            self.memory.remove()
+            self.memory = None
 
     def run(self, job: dict, nonce: str, *, wall_s: float, cap: int, stdout_cap: int) -> Captured:
         """One evaluation in a fresh fork of the template."""

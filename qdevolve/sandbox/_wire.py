@@ -7,8 +7,17 @@ plain data or a :class:`WireError`, never code:
 
 ``None``, ``bool``, ``int`` (at most 4,300 digits), ``float``, ``complex``, ``str``,
 ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, numpy arrays and scalars of
-numeric dtypes (``b``, ``i``, ``u``, ``f``, ``c``; decoded with ``numpy.frombuffer``), and
-*handles*: references to an object that stays in the process that owns it.
+numeric dtypes (``b``, ``i``, ``u``, ``f``, ``c``: dtype, shape and a copy of the bytes,
+decoded with ``numpy.frombuffer``; never a pointer, never ``object``), :class:`Opaque`
+placeholders (a name, standing for a value that could not cross), and *handles*: references
+to an object that stays in the process that owns it. Types are matched exactly (a subclass
+of ``list`` is not a list), so encoding never runs a value's own methods.
+
+What may become a handle is the sending side's choice (``exportable``): the candidate
+exports callables only (and its module, for ``load``), so everything else it returns is
+plain data or a :class:`WireError`-free ``TypeError`` naming the type that cannot cross.
+A message holds at most :data:`MAX_MESSAGE` bytes, :data:`MAX_DEPTH` levels and
+:data:`MAX_ITEMS` values.
 
 :class:`Endpoint` runs a synchronous, re-entrant request/reply protocol over one stream
 socket: while it waits for the reply to its own request it serves the peer's requests
@@ -27,6 +36,8 @@ import time
 
 MAX_MESSAGE = 64 << 20
 MAX_DEPTH = 64
+MAX_ITEMS = 1 << 22  # values in one message (a list of floats is one value per float)
+MAX_NDIM = 32
 _LEN = struct.Struct("<I")
 _F64 = struct.Struct("<d")
 _DTYPE_KINDS = "biufc"
@@ -51,6 +62,23 @@ class Handle:
 
     def __init__(self, owner: str, oid: int) -> None:
         self.owner, self.oid = owner, oid
+
+
+class Opaque:
+    """Stands for a value of the other side that is not plain data (a module in a program's
+    namespace): it carries the value's name and type name, nothing of the value itself."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"<not plain data: {self.what}>"
+
+
+PLAIN_TYPES = ("None, bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset, "
+               "numpy arrays and scalars of bool/int/uint/float/complex dtype")
 
 
 def _numpy_kind(obj: object) -> str | None:
@@ -100,10 +128,18 @@ def encode(obj: object, export, out: list, depth: int = 0) -> None:
             encode(v, export, out, depth + 1)
     elif t is Handle:
         out.append(b"h" + obj.owner.encode() + _LEN.pack(obj.oid))
+    elif t is Opaque:
+        s = str(obj.what).encode("utf-8", "replace")[:200]
+        out.append(b"o" + _LEN.pack(len(s)) + s)
     else:
         kind = _numpy_kind(obj)
-        if kind is not None and obj.dtype.kind in _DTYPE_KINDS:
-            arr = obj if kind == "a" else obj.reshape(())
+        if kind is not None and obj.dtype.kind in _DTYPE_KINDS and not obj.dtype.fields:
+            import numpy
+
+            # a copy of the values as the base ndarray holds them: no subclass method runs
+            arr = numpy.array(obj, copy=True, subok=False) if kind == "a" else numpy.asarray(obj).reshape(())
+            if arr.ndim > MAX_NDIM:
+                raise TypeError(f"an array of {arr.ndim} dimensions cannot cross (at most {MAX_NDIM})")
             dt = arr.dtype.str.encode()
             data = arr.tobytes()
             out.append(kind.encode() + bytes([len(dt)]) + dt + bytes([arr.ndim])
@@ -116,7 +152,12 @@ def encode(obj: object, export, out: list, depth: int = 0) -> None:
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
+        self.data, self.pos, self.items = data, 0, 0
+
+    def count(self) -> None:
+        self.items += 1
+        if self.items > MAX_ITEMS:
+            raise WireError(f"message holds more than {MAX_ITEMS} values")
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
@@ -132,7 +173,10 @@ class _Reader:
 
 def _array(r: _Reader, scalar: bool):
     dt = r.take(r.take(1)[0]).decode("ascii", "replace")
-    shape = tuple(r.length() for _ in range(r.take(1)[0]))
+    ndim = r.take(1)[0]
+    if ndim > MAX_NDIM or (scalar and ndim):
+        raise WireError(f"array of {ndim} dimensions")
+    shape = tuple(r.length() for _ in range(ndim))
     data = r.take(r.length())
     if len(dt) < 3 or dt[0] not in "<>|=" or dt[1] not in _DTYPE_KINDS or not dt[2:].isdigit():
         raise WireError(f"array dtype {dt!r} is not numeric")
@@ -143,7 +187,10 @@ def _array(r: _Reader, scalar: bool):
         raise WireError("array size does not match its shape")
     import numpy
 
-    arr = numpy.frombuffer(data, dtype=numpy.dtype(dt)).reshape(shape).copy()
+    try:  # a fresh array owning a copy of the bytes: nothing points into the message or the peer
+        arr = numpy.frombuffer(data, dtype=numpy.dtype(dt)).reshape(shape).copy()
+    except (TypeError, ValueError) as exc:
+        raise WireError(f"bad array: {exc}") from None
     return arr[()] if scalar else arr
 
 
@@ -159,6 +206,7 @@ def decode(data: bytes, resolve) -> object:
 def _decode(r: _Reader, resolve, depth: int) -> object:
     if depth > MAX_DEPTH:
         raise WireError("message nested too deeply")
+    r.count()
     tag = r.take(1)
     if tag == b"N":
         return None
@@ -208,6 +256,8 @@ def _decode(r: _Reader, resolve, depth: int) -> object:
         return out
     if tag in (b"a", b"g"):
         return _array(r, tag == b"g")
+    if tag == b"o":
+        return Opaque(r.take(r.length()).decode("utf-8", "replace"))
     if tag == b"h":
         owner = r.take(1).decode("ascii", "replace")
         return resolve(Handle(owner, r.length()))
@@ -267,14 +317,19 @@ class Endpoint:
     """One side of the request/reply protocol.
 
     Requests: ``("call", id, oid, method, args, kwargs)``, ``("getattr", id, oid, name)``,
-    ``("setattr", id, oid, name, value)``, ``("dir", id, oid)`` and ``("load", id, name,
+    ``("setattr", id, oid, name, value)``, ``("dir", id, oid)``, ``("vars", id, oid)`` (a
+    namespace: values that cannot cross become :class:`Opaque`) and ``("load", id, name,
     path, run_name)``. Replies: ``("ok", id, value)`` or ``("err", id, type, message, tb)``.
-    ``policy(op, target, name)`` may raise ``PermissionError`` to refuse a request.
+    ``policy(op, target, name)`` may raise ``PermissionError`` to refuse a request;
+    ``exportable(obj)`` says which objects that are not plain data may leave as handles
+    (default: all); any other one makes the reply a ``TypeError`` naming its type.
     """
 
-    def __init__(self, sock: socket.socket, side: str, make_proxy, policy, loader=None) -> None:
+    def __init__(self, sock: socket.socket, side: str, make_proxy, policy, loader=None,
+                 exportable=None) -> None:
         self.sock, self.side = sock, side
         self.make_proxy, self.policy, self.loader = make_proxy, policy, loader
+        self.exportable = exportable
         self.objects: dict[int, object] = {}
         self._ids: dict[int, int] = {}  # id(obj) -> oid, so one object keeps one handle
         self._next = 0
@@ -284,6 +339,11 @@ class Endpoint:
 
     # -- values ---------------------------------------------------------------------------
     def export(self, obj: object) -> Handle:
+        if self.exportable is not None and not self.exportable(obj):
+            what = (f"an array of dtype {obj.dtype}" if _numpy_kind(obj)
+                    else f"a value of type {type(obj).__name__!r}")
+            raise TypeError(f"{what} cannot cross the sandbox channel; only plain data does "
+                            f"({PLAIN_TYPES}) and functions the evaluator calls")
         oid = self._ids.get(id(obj))
         if oid is None or self.objects.get(oid) is not obj:
             self._next += 1
@@ -303,6 +363,19 @@ class Endpoint:
         out: list = []
         encode(msg, self.export, out)
         return b"".join(out)
+
+    def _namespace(self, target: object) -> dict:
+        """``vars(target)`` with every value that cannot cross replaced by an :class:`Opaque`."""
+        out = {}
+        for key, value in dict(vars(target)).items():
+            if type(key) is not str or key == "__builtins__":
+                continue
+            try:
+                encode(value, self.export, [])
+            except (TypeError, WireError):
+                value = Opaque(f"{key}: {type(value).__name__}")
+            out[key] = value
+        return out
 
     # -- protocol -------------------------------------------------------------------------
     def request(self, *msg: object) -> object:
@@ -333,7 +406,11 @@ class Endpoint:
         op, rid = msg[0], msg[1]
         try:
             value = self._perform(op, msg[2:])
-            body = self.pack(("ok", rid, value))
+            try:
+                body = self.pack(("ok", rid, value))
+            except TypeError as exc:
+                what = f"attribute {msg[3]!r}" if op == "getattr" else "the value returned"
+                raise TypeError(f"{what}: {exc}") from None
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as a reply
             import traceback
 
@@ -358,4 +435,6 @@ class Endpoint:
             return None
         if op == "dir":
             return sorted(str(n) for n in dir(target))
+        if op == "vars":
+            return self._namespace(target)
         raise PermissionError(f"unknown request {op!r}")

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qdevolve.sandbox import isolation_attacks as _iso
 from qdevolve.sandbox._proc import sandbox_processes
 from qdevolve.sandbox.forgeries import (
     FORGERIES,
@@ -57,6 +58,8 @@ class Attack:
     max_output: bool = False  # the artifacts must show truncation
     host_paths: tuple[str, ...] = ()  # host paths (placeholders allowed) that must not exist
     honest: float | None = None  # forging: run against the honest evaluator; the score it must get
+    evaluator: str | None = None  # forging: the evaluator's source (default: the honest circle packer)
+    runs: int = 1  # evaluations of the program in a row, the last one checked (warm persistence)
 
     @property
     def category(self) -> str:
@@ -239,6 +242,22 @@ ATTACKS = ATTACKS + tuple(
 )
 
 
+# issue 19: what crosses the wire, warm persistence, memory across a process tree
+ATTACKS = ATTACKS + (
+    Attack("lying_values", _iso.LYING_VALUES.strip() + "\n", _FAILED | {"ok"},
+           "return an object whose len/iter/getitem lie (a proxy in the runner would make a "
+           "zero-length tour valid)", honest=_iso.honest_tour_score(), evaluator=_iso.TOUR_EVALUATOR),
+    Attack("pointer_array", _iso.POINTER_ARRAY.strip() + "\n", frozenset({"error", "ok"}),
+           "return an object whose __array_interface__ points into memory (the runner must never "
+           "follow it: no read, no crash)", honest=0.0, evaluator=_iso.WEIGHTS_EVALUATOR),
+    _a("warm_persistence", {"ok"}, "files in every writable directory, SysV shared memory and "
+       "message queues, a POSIX message queue: written by one evaluation, looked for in the next",
+       _iso.PERSIST, runs=2),
+    _a("memory_tree", {"memory"}, "six processes of 100 MiB each under a 256 MiB limit: memory is "
+       "capped per evaluation, not per process", _iso.MEMORY_TREE),
+)
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "<missing>"
 
@@ -360,7 +379,11 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
     t0 = time.monotonic()
     try:
         evaluator = None if attack.honest is None else host.honest_evaluator
-        result = box.evaluate(Program(code=host.render(attack.code)), evaluator, limits)
+        if attack.evaluator is not None:
+            evaluator = host.dir / f"evaluator_{attack.name}.py"
+            evaluator.write_text(attack.evaluator)
+        for _ in range(attack.runs):
+            result = box.evaluate(Program(code=host.render(attack.code)), evaluator, limits)
     except Exception as exc:  # noqa: BLE001 - a raise IS the failure being checked
         return CheckRow(attack.name, _expected(attack), "raised",
                         time.monotonic() - t0, [f"evaluate raised {type(exc).__name__}: {exc}"])

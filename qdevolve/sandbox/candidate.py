@@ -5,8 +5,10 @@ Started by the trusted runner (``runner.py``) inside the sandbox as
 sandbox's stderr, and ``FD`` one end of a socket pair: the only thing it shares with the
 runner. Nothing here is trusted. The candidate may rewrite any of this process (modules,
 builtins, frames, this very loop); all the runner ever accepts from it is what
-:func:`_wire.decode` builds on the runner's side: plain data, or handles to objects that stay
-here. Stdlib only, like the runner.
+:func:`_wire.decode` builds on the runner's side: plain data, or handles to functions that
+stay here (which the runner can only call). Values are converted to plain data here, in this
+process; a value that is neither plain data nor callable makes the request fail with a
+``TypeError`` naming its type. Stdlib only, like the runner.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ class _EvaluatorObject:
         return lambda *args, **kwargs: endpoint.request("call", handle, name, args, kwargs)
 
 
+_LOADED: list = []  # the program's modules: the only non-callables exported (load's reply)
+
+
+def _exportable(obj: object) -> bool:
+    return callable(obj) or any(obj is m for m in _LOADED)
+
+
 def _load(name: str, path: str, run_name: str) -> types.ModuleType:
     """Execute the program as module ``run_name`` (``__main__`` for scripts) and return it."""
     with open(path, "rb") as fh:
@@ -48,6 +57,7 @@ def _load(name: str, path: str, run_name: str) -> types.ModuleType:
         if key == "__main__" or key not in sys.modules:  # never shadow a real module
             sys.modules[key] = module
     sys.argv = [path]
+    _LOADED.append(module)
     try:
         exec(code, module.__dict__)
     finally:
@@ -69,7 +79,8 @@ def main(argv: list) -> None:
         sys.path.append(p)
     sys.path[0] = os.getcwd()  # like ``python program.py`` run from the work dir
     sock = socket.socket(fileno=fd)
-    endpoint = _wire.Endpoint(sock, "c", _EvaluatorObject, lambda op, target, name: None, _load)
+    endpoint = _wire.Endpoint(sock, "c", _EvaluatorObject, lambda op, target, name: None, _load,
+                              exportable=_exportable)
     while True:
         try:
             msg = endpoint.receive()

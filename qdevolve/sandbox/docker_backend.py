@@ -18,9 +18,11 @@ work dir (root's, mode 0444, sticky directory), starts the candidate under
 the candidate) and makes itself non-dumpable. The candidate thus cannot signal, trace or
 read the runner, the idle processes or the program file.
 ``warm=True`` keeps one container per worker thread: the runner kills every process of the
-candidate's and the runner's uids before and after each evaluation and empties ``/tmp`` and
-the work dir before it; a container that cannot be emptied, timed out, ran out of memory,
-produced no record or stopped is removed and replaced.
+candidate's and the runner's uids before and after each evaluation and, before it, empties
+``/tmp``, ``/dev/shm`` and the work dir and removes every SysV IPC object and POSIX message
+queue; a container that cannot be emptied, timed out, ran out of memory, produced no record
+or stopped is removed and replaced, and so is one made for other limits (``_shape``). A warm
+container has no container-wide CPU ulimit: each evaluation's runner sets its own.
 """
 
 from __future__ import annotations
@@ -96,12 +98,20 @@ def _cgroup_value(cid: str, controller: str, file: str, key: str | None = None) 
     return None
 
 
+def _shape(limits: SandboxLimits) -> tuple:
+    """The limits a container is created with; a warm container serves only evaluations
+    whose limits have the same shape (another ``memory_mb`` gets a new container)."""
+    return (limits.memory_mb, limits.processes, limits.tmpfs_mb, limits.work_mb, limits.network,
+            limits.file_size_bytes, limits.open_files)
+
+
 class _Box:
     """One container with its host slot directory."""
 
-    def __init__(self, container, slot: Path) -> None:
+    def __init__(self, container, slot: Path, shape: tuple = ()) -> None:
         self.container = container
         self.slot = slot
+        self.shape = shape  # the container-wide limits it was made with (:func:`_shape`)
 
     def cpu_s(self) -> float | None:
         ns = _cgroup_value(self.container.id, "cpuacct", "cpuacct.usage")
@@ -220,6 +230,7 @@ class DockerSandbox:
             name=f"qdevolve-sbx-{self.tag}-{uuid.uuid4().hex[:8]}",
             command=[self.python, "-I", "-S", "-c", _IDLE, *self.idle_user.split(":")[:2]],
             runtime=self.runtime, work_owner=0, cap_add=RUNNER_CAPS, root_init=True,
+            cpu_backstop=not self.warm,  # a warm container serves any cpu_s (issue 19: > 34 s failed)
         )
         kwargs["labels"]["qdevolve.owner"] = str(os.getpid())
         container = self.client.containers.create(**kwargs)
@@ -227,7 +238,7 @@ class DockerSandbox:
             self._all.add(container.id)
         try:
             container.start()
-            return _Box(container, slot)
+            return _Box(container, slot, _shape(limits))
         except BaseException:
             self._remove(container, slot)
             raise
@@ -248,8 +259,11 @@ class DockerSandbox:
         key = threading.get_ident()
         with self._lock:
             box = self._warm.get(key)
+        if box is not None and box.shape != _shape(limits):  # made for other limits
+            self._discard(box)
+            box = None
         if box is None:
-            box = self._start_box(self.limits)
+            box = self._start_box(limits)
             with self._lock:
                 self._warm[key] = box
         return box

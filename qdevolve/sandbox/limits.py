@@ -309,7 +309,7 @@ def render_docker_kwargs(
     limits: SandboxLimits, *, image: str, user: str, env: dict[str, str],
     mounts: dict[str, tuple[str, str]], name: str | None = None, command: list[str] | None = None,
     runtime: str | None = None, work_owner: int | None = None, cap_add: list[str] | None = None,
-    root_init: bool = False,
+    root_init: bool = False, cpu_backstop: bool = True,
 ) -> dict[str, Any]:
     """Keyword arguments of ``docker.containers.create`` (docker SDK 7).
 
@@ -320,6 +320,9 @@ def render_docker_kwargs(
     (container path, ``ro``/``rw``). ``root_init``: the container starts as root (with only
     ``cap_add`` in its bounding set) so that an exec as root holds those capabilities; its
     ``command`` must drop to ``user`` itself (``docker_backend``'s idle process does).
+    ``cpu_backstop=False`` (a warm container, which serves evaluations of any ``cpu_s``):
+    no container-wide CPU ulimit; each evaluation's runner sets its own and the
+    candidate's (an rlimit can be lowered but never raised again without privileges).
     """
     uid = user.split(":", 1)[0]
     if uid in ("0", "root", ""):
@@ -349,8 +352,8 @@ def render_docker_kwargs(
         "log_config": {"type": "none", "config": {}},
         "ulimits": [
             # a backstop past the runner's own CPU limit, which lasts the wall clock
-            {"name": "cpu", "soft": max(rl["CPU"][0], int(limits.wall_s) + 3) + 1,
-             "hard": max(rl["CPU"][1], int(limits.wall_s) + 4) + 1},
+            {"name": "cpu", "soft": max(rl["CPU"][0], int(limits.wall_s) + 3) + 1 if cpu_backstop else -1,
+             "hard": max(rl["CPU"][1], int(limits.wall_s) + 4) + 1 if cpu_backstop else -1},
             {"name": "fsize", "soft": rl["FSIZE"][0], "hard": rl["FSIZE"][1]},
             {"name": "nofile", "soft": rl["NOFILE"][0], "hard": rl["NOFILE"][1]},
             {"name": "core", "soft": 0, "hard": 0},

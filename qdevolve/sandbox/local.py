@@ -106,9 +106,15 @@ class LocalSandbox(WarmPath, ProcessSandbox):
         return argv, view
 
     def _job_paths(self, evaluator, source=None):
-        # the staged evaluators live under the host's temp dir: bound back over the new /tmp;
-        # home and temp files in the work dir, as in a cold run; the evaluator's own
-        # directory on the host is covered
+        # every hidden directory (/tmp, /var/tmp, /run, homes...) gets a fresh tmpfs per job,
+        # so nothing written there survives into the next; what the template keeps beneath
+        # them (the staged evaluators: the runner's group only; libraries) is bound back; home
+        # and temp files in the work dir, as in a cold run; the evaluator's own directory on
+        # the host is covered
+        view = self._view(None, None)
+        fresh = [h for h in view["hide"] if os.path.isdir(h) and not os.path.islink(h)]
+        under = [k for k in [*view["keep"], str(self.staging.eval_dir)]
+                 if any(k == f or k.startswith(f.rstrip("/") + "/") for f in fresh)]
         hide = []
         if source is not None:
             d = os.path.dirname(os.path.realpath(source))
@@ -116,9 +122,9 @@ class LocalSandbox(WarmPath, ProcessSandbox):
             if d not in ("/", "/usr") and not d.startswith(("/usr/", "/proc", "/dev", "/sys")) and not any(
                     k == d or k.startswith(d + "/") for k in kept):
                 hide.append(d)
-        return {"evaluator": None if evaluator is None else str(evaluator),
-                "rebind": [str(self.staging.eval_dir)], "work": "/tmp/qdevolve-work", "home_work": True,
-                "hide": hide}
+        return {"evaluator": None if evaluator is None else str(evaluator), "fresh": fresh,
+                "rebind": list(dict.fromkeys([*under, str(self.staging.eval_dir)])), "work": "/tmp/qdevolve-work",
+                "home_work": True, "hide": hide}
 
     def _shell_style(self) -> bool:
         return self.as_root or self.userns

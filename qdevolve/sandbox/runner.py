@@ -304,8 +304,9 @@ def main(argv: list) -> None:
     cand_user = None if users is None else tuple(users["candidate"])
     if cfg.get("reap_keep") is not None:
         _procctl.reap(set(cfg["reap_keep"]) | {1}, None if users is None else {users["candidate"][0], users["runner"][0]})
-        left = _procctl.wipe(["/tmp", *([cfg["work_dir"]] if cfg.get("work_dir") else [])],
-                             [] if users is None else [tuple(users["candidate"]), tuple(users["runner"])])
+        owners = [] if users is None else [tuple(users["candidate"]), tuple(users["runner"])]
+        left = _procctl.wipe(["/tmp", "/dev/shm", *([cfg["work_dir"]] if cfg.get("work_dir") else [])], owners)
+        left += _procctl.clear_ipc(owners)  # SysV IPC and POSIX queues: the namespace is the container's
         if left:  # never run in what an earlier evaluation left: the controller replaces the container
             os.write(2, f"qdevolve: the warm container could not be emptied ({len(left)} entries left)\n".encode())
             os._exit(3)

@@ -9,7 +9,8 @@ view). It imports everything an evaluation needs, and then, for each
 job the controller sends on ``FD`` (a ``SOCK_SEQPACKET`` socket: the job as ``marshal``,
 plus the record pipe, the stderr pipe and the nonce pipe as passed descriptors), forks:
 
-* **J** unshares new mount, pid and ipc namespaces, mounts a fresh size-limited ``/tmp``,
+* **J** unshares new mount, pid and ipc namespaces, mounts a fresh size-limited ``/tmp``
+  (``local``: every directory the view hides, ``/var/tmp``, ``/run``, homes...),
   ``/dev/shm`` and work dir (the program inside, root's, read-only, sticky dir), forks R and
   exits like it;
 * **R** (pid 1 of the new pid namespace, fresh ``/proc``) sets the rlimits, forks the
@@ -46,17 +47,19 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def _job(job: dict, rec: int, err: int, nonce_fd: int) -> None:
     """J: fresh namespaces and file systems, then R (see the module doc)."""
+    try:  # the job's tree, not the template, is what the out-of-memory killer picks
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+    except OSError:
+        pass
     if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0:  # ipc: no SysV leftovers
         os._exit(126)
     # paths the template sees under /tmp (``local``: the staged evaluators) are bound back
-    keep = [(os.open(p, os.O_PATH), p) for p in job["rebind"] if os.path.isdir(p)]
-    _mountview._tmpfs("/tmp", job["tmp_mb"])
-    for fd, path in keep:
-        os.makedirs(path, exist_ok=True)
-        _mountview._mount(f"/proc/self/fd/{fd}", path, None, _mountview.MS_BIND | _mountview.MS_REC)
-        _mountview._mount(None, path, None, _mountview.MS_BIND | _mountview.MS_REMOUNT
-                          | _mountview.MS_RDONLY | _mountview.MS_NOSUID | _mountview.MS_NODEV)
-        os.close(fd)
+    keep = [(os.open(p, os.O_PATH), p, os.path.isdir(p)) for p in job["rebind"] if os.path.exists(p)]
+    for path in job.get("fresh", ["/tmp"]):  # local: every hidden dir, not only /tmp
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mountview._tmpfs(path, job["tmp_mb"])
+    _mountview.bind_back(keep)
     for path in job.get("hide", []):  # the evaluator's own directory on the host
         if os.path.isdir(path) and not os.path.islink(path):
             _mountview._tmpfs(path, 1, "0755")
