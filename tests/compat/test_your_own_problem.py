@@ -68,7 +68,7 @@ def test_example_built_from_the_page_improves_on_its_seed(sandbox: str, tmp_path
     ex = _build(tmp_path)
     db = tmp_path / "bp.sqlite"
     extra = ["--sandbox", "local"] if sandbox == "local" else []
-    r = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--db", str(db), "--iterations", "32",
+    r = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--db", str(db), "--iterations", "64", "--seed", "2",
                         "--no-progress", *extra], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     con = sqlite3.connect(db)
