@@ -366,12 +366,12 @@ class Evolution:
         self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
         status = "stopped"
         try:
-            with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
-                                 stats=self.archive.stats) as self._tick:
-                wall = self.config.wall_time_s
+            wall = self.config.wall_time_s
             if wall and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
                 self.backend.set_deadline(t0 + float(wall))
-            asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
+            with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
+                                 stats=self.archive.stats) as self._tick:
+                asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
             status = "finished" if self.ledger.stored >= self.config.iterations or self._pool_spent else "stopped"
         except WorkerLost as exc:
             self.ledger.stop(f"worker lost: {exc}")
