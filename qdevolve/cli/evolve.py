@@ -154,7 +154,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     check_start(example, config, None if is_url(db_target) else Path(db_target))
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
-                      "--backend openai --model NAME [--api-base URL]")
+                      "--backend openai --model NAME \\[--api-base URL]", soft_wrap=True)
     check_new_run(db_target)
     store = LineageStore(db_target, create=True)
     try:

@@ -82,13 +82,12 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     console.print(t)
-    from rich.markup import escape
-
-    db = escape(terminal_safe_line(display_target(str(summary.db))))  # a URL's password masked
-    console.print("Inspect it:")
-    console.print(f"  qdevolve lineage tree --db {db}")
+    db = terminal_safe_line(display_target(str(summary.db)))  # a URL's password masked
+    hints = [f"qdevolve lineage tree --db {db}"]
     if summary.best_program_id:
-        console.print(f"  qdevolve lineage show {summary.best_program_id[:12]} --db {db}")
-    console.print(f"  qdevolve archive stats --db {db}")
-    console.print(f"  qdevolve archive plot --db {db} --out archive.png")
-    console.print(f"  qdevolve resume --db {db} --iterations N   # continue")
+        hints.append(f"qdevolve lineage show {summary.best_program_id[:12]} --db {db}")
+    hints += [f"qdevolve archive stats --db {db}", f"qdevolve archive plot --db {db} --out archive.png",
+              f"qdevolve resume --db {db} --iterations N   # continue"]
+    console.print("Inspect it:")
+    for hint in hints:  # one line each, never wrapped or coloured, so it pastes as a command
+        console.print(Text("  " + hint), soft_wrap=True, highlight=False)
