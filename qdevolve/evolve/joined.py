@@ -300,7 +300,6 @@ class JoinedListener:
         else:  # failed programs score every test as the gated reward, so vectors line up
             vector = [scalar] * self.n_tests
         text = program.metadata.get("completion") or program.code
-        self._count(program, scalar)
         return Reward(scalar, vector, self.cluster_key(program, result, events, text))
 
     def duplicate_reward(self, program: Program, original: Program, result: EvalResult) -> Reward:
@@ -312,11 +311,12 @@ class JoinedListener:
             scalar = self.shaping(scalar, self.child_kind(program, result))
         vector = [float(t) for t in result.tests] if result.tests else [scalar] * self.n_tests
         text = program.metadata.get("completion") or program.code
-        self._count(program, scalar)
         return Reward(scalar, vector, self.cluster_key(original, result, [], text))
 
-    def _count(self, program: Program, scalar: float) -> None:
-        """One more sample: the sample budget, and the fitness of its ES member."""
+    def count_reward(self, program: Program, reward: Reward) -> None:
+        """One more sample, stored with ``reward``: the sample budget, and the fitness of its
+        ES member (called by the engine after the commit)."""
+        scalar = reward.reward if reward.reward is not None else self.settings.invalid_reward
         self.samples += 1
         limit = self.settings.max_samples
         if limit is not None and self.samples >= int(limit) and self.stop_reason is None:
