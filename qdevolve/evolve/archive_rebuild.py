@@ -22,17 +22,21 @@ from qdevolve.db.store import LineageStore
 __all__ = ["rebuild", "code_features", "metric_features", "feature_dimensions"]
 
 
-def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400) -> tuple[dict[str, Any], Replay]:
+def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400,
+            spec: dict[str, Any] | None = None) -> tuple[dict[str, Any], Replay]:
     """The run row and its replayed archive, with about ``points`` history points.
 
     With ``points <= 1`` (no history wanted) the replay starts from the run's newest usable
     archive snapshot (:mod:`qdevolve.db.snapshots`) and replays only the evaluations after
-    it; otherwise, or without a snapshot, every evaluation is replayed."""
+    it; otherwise, or without a snapshot, every evaluation is replayed. ``spec``: the
+    archive spec when the caller has it (the engine; its plugins are loaded already), else
+    the run's stored one, with the run's recorded plugin files that still exist loaded."""
     run = store.get_run(store.resolve_run(run_id))
-    spec = (run.get("config") or {}).get("archive") or {"type": "map_elites"}
-    for pf in store.plugin_files(run["id"]):
-        if Path(pf["path"]).is_file():
-            registry.load_plugin_file(pf["path"])
+    if spec is None:
+        spec = (run.get("config") or {}).get("archive") or {"type": "map_elites"}
+        for pf in store.plugin_files(run["id"]):
+            if Path(pf["path"]).is_file():
+                registry.load_plugin_file(pf["path"])
     start, after = (_from_snapshot(store, run["id"], spec) if points <= 1 else None), 0
     if start is not None:
         start, after = start

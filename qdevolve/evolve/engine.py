@@ -4,14 +4,17 @@
   operators) into a child plan; the operator proposes the children (model calls are asyncio
   tasks, so generation overlaps evaluation);
 * the *executor* plugin (``local`` threads, ``ray``...) places each child's evaluation;
-* :meth:`Evolution.tell` writes the program, its evaluation, its archive events, its
-  rollout with the reward and the run's random state in **one transaction**, then updates
-  the :class:`~qdevolve.evolve.ledger.RunLedger`;
+* :meth:`Evolution.tell` builds a :class:`~qdevolve.evolve.record.TellRecord` (program,
+  evaluation, archive events, rollout with the reward, run state), commits it in **one
+  transaction**, then applies it to memory (the :class:`~qdevolve.evolve.ledger.RunLedger`,
+  caches, observers);
 * a short loop (``loop.py``) only manages concurrency.
 
 A program is stored only together with its evaluation, so a run killed at any moment (even
-inside ``tell``) leaves whole children or none: resume replays ``archive.add`` over the
-stored evaluations in order, rebuilds the ledger, and goes on; nothing needs repair. With a
+inside ``tell``) leaves whole children or none: resume rebuilds the archive from the newest
+archive snapshot plus the evaluations stored after it (the path ``qdevolve archive stats``
+takes, :mod:`qdevolve.evolve.archive_rebuild`), rebuilds the ledger, and goes on; nothing
+needs repair. With a
 deterministic mutator, one worker and a fixed seed, two runs produce the same programs.
 Training is a :class:`~qdevolve.evolve.listener.TrainingListener` the engine calls.
 """
@@ -35,6 +38,7 @@ from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
 from qdevolve.evolve import loop
+from qdevolve.evolve.archive_rebuild import rebuild
 from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
 from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve.config import RunConfig
@@ -183,10 +187,12 @@ class Evolution:
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
 
     def _rebuild(self) -> None:
-        """Replay ``archive.add`` over the stored evaluations in order; rebuild the ledger."""
+        """A stored run's archive (the one rebuild path: newest snapshot plus the evaluations
+        after it), the selection rule's child statistics, caches and the ledger."""
+        if self.store.count_evaluations(self.run_id):  # a new run's archive holds its seeds already
+            self._set_archive(rebuild(self.store, self.run_id, points=1, spec=self.config.archive)[1].archive)
         observer = self.plugins.selection if isinstance(self.plugins.selection, ChildObserver) else None
         for _seq, prog, res in self.store.iter_evaluated(self.run_id):
-            self.archive.add(prog, res)
             if observer is not None and prog.operator != "seed":
                 observer.observe_child(prog.parent_ids, res.score if res.ok else None)
             if res.ok and res.score is not None:
@@ -212,12 +218,12 @@ class Evolution:
     def reload_archive(self) -> None:
         """Put the archive back as the store holds it (after a ``tell`` whose commit failed):
         the run's newest snapshot plus the evaluations after it, then the received migrants."""
-        from qdevolve.evolve.archive_rebuild import rebuild
-
-        archive = rebuild(self.store, self.run_id, points=1)[1].archive
-        self.archive = self.plugins.archive = self.breeder.archive = archive
+        self._set_archive(rebuild(self.store, self.run_id, points=1, spec=self.config.archive)[1].archive)
         if self.migration is not None:
-            self.migration.replace_archive(archive)
+            self.migration.replace_archive(self.archive)
+
+    def _set_archive(self, archive: Any) -> None:
+        self.archive = self.plugins.archive = self.breeder.archive = archive
 
     def _elite_ids(self) -> set[str]:
         return {e.program_id for e in self.archive.elites()}
