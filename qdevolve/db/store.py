@@ -317,9 +317,6 @@ class LineageStore:
                        worker: str | None = None) -> None:
         self.write(evaluations=[EvaluationRecord(program_id, result, sandbox, worker)])
 
-    def add_rollouts(self, rollouts: Sequence[Rollout]) -> None:
-        self.write(rollouts=rollouts)
-
     def set_rollout_rewards(self, rewards: Iterable[RewardRecord | tuple[Any, ...]]) -> None:
         """Fill in rewards (:class:`RewardRecord` or ``(rollout_id, reward, vector, key)``)."""
         self.write(rewards=list(rewards))

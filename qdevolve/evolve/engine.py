@@ -466,31 +466,6 @@ class Evolution:
             if inspect.isawaitable(res):
                 asyncio.run(res)
 
-    def summary(self, elapsed: float) -> RunSummary:
-        return summarize(self, elapsed)
-
-    # Read-only views of the ledger, for callers of the engine before the ledger existed.
-    @property
-    def evaluated(self) -> int:
-        return self.ledger.evaluated
-
-    @property
-    def children(self) -> int:
-        return self.ledger.stored
-
-    @property
-    def best(self) -> tuple[float, str] | None:
-        led = self.ledger
-        return None if led.best_score is None or led.best_id is None else (led.best_score, led.best_id)
-
-    @property
-    def seed_score(self) -> float | None:
-        return self.ledger.seed_score
-
-    @property
-    def sandbox_name(self) -> str:
-        return self.plugins.sandbox_type
-
 
 class _Undo:
     """Puts the archive and the ensemble's statistics back as they were before a tell whose

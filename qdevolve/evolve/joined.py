@@ -70,7 +70,7 @@ from qdevolve.evolve.joined_backend import LockedBackend, StoredBefore
 from qdevolve.evolve.listener import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["JoinedListener", "JoinedEvolution", "TrainSettings", "apply_policy_options"]
+__all__ = ["JoinedListener", "TrainSettings", "apply_policy_options"]
 
 REWARDS = ("score", "improvement", "tests", "binary")
 
@@ -395,24 +395,3 @@ class JoinedListener:
 
     def close(self) -> None:
         """Nothing to release beyond the backend, which the engine closes."""
-
-
-class JoinedEvolution:
-    """The joined run's entry points, kept for callers of the former engine subclass.
-
-    ``JoinedEvolution.start(...)``/``.resume(...)`` return a plain
-    :class:`~qdevolve.evolve.engine.Evolution` whose listener is a :class:`JoinedListener`
-    (built from ``config.train``); ``Evolution.start``/``resume`` do the same by themselves.
-    """
-
-    @staticmethod
-    def start(*args: Any, **kw: Any) -> Any:
-        from qdevolve.evolve.engine import Evolution
-
-        return Evolution.start(*args, **kw)
-
-    @staticmethod
-    def resume(*args: Any, **kw: Any) -> Any:
-        from qdevolve.evolve.engine import Evolution
-
-        return Evolution.resume(*args, **kw)
