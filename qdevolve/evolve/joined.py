@@ -321,10 +321,9 @@ class JoinedListener:
         limit = self.settings.max_samples
         if limit is not None and self.samples >= int(limit) and self.stop_reason is None:
             self.stop_reason = f"train.max_samples: {self.samples} samples drawn"
-        if self.es is not None:
-            model = str((program.metadata.get("usage") or {}).get("model") or "")
-            if "#es" in model:
-                self.es.record(int(model.rsplit("#es", 1)[1]), scalar)
+        member = (program.metadata.get("usage") or {}).get("es_member")
+        if self.es is not None and isinstance(member, int):
+            self.es.record(member, scalar)
 
     def cluster_key(self, program: Program, result: EvalResult, events: list[ArchiveEvent], text: str) -> str:
         """The strategy key of the child, admitted by the archive or not (module docstring)."""
