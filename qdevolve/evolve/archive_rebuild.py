@@ -56,11 +56,11 @@ def _from_snapshot(store: LineageStore, run_id: str, spec: dict[str, Any]) -> tu
     """The replay state at the run's newest usable snapshot and the evaluation id it covers."""
     from collections import Counter
 
-    from qdevolve.archive.snapshot import restore
+    from qdevolve.archive.snapshot import FORMAT, restore
     from qdevolve.db import snapshots
     from qdevolve.db._rows import known_status
 
-    snap = snapshots.latest(store, run_id)
+    snap = snapshots.latest(store, run_id, fmt=FORMAT)
     if snap is None:
         return None
     try:
