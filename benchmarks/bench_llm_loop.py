@@ -87,7 +87,7 @@ def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, wor
                        "WHERE p.operator != 'seed' AND e.status = 'ok'")[0][0]
     salvaged = store.execute("SELECT COUNT(*) FROM programs WHERE json_extract(metadata, '$.salvaged') "
                              "IS NOT NULL")[0][0]
-    return {"framework": "qdevolve", "sandbox": evo.sandbox_name + warm, "iterations": evo.children,
+    return {"framework": "qdevolve", "sandbox": evo.plugins.sandbox_type + warm, "iterations": evo.ledger.stored,
             "evaluated": evaluated, "successful": ok, "salvaged": salvaged, "wall_s": wall, "cpu_s": cpu,
             "model_concurrency": concurrency, "eval_workers": workers, "mean_in_flight": gauge.mean}
 

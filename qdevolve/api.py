@@ -233,12 +233,7 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
 
         check_start(example, cfg, db_path, trust=Trust(everything=True))  # the caller's own config
         store = LineageStore(db_path, create=True)
-        if cfg.train:
-            from qdevolve.evolve.joined import JoinedEvolution
-
-            evo: Evolution = JoinedEvolution.start(example, cfg, store, progress=progress)
-        else:
-            evo = Evolution.start(example, cfg, store, progress=progress)
+        evo = Evolution.start(example, cfg, store, progress=progress)  # a TrainingListener from cfg.train
     except BaseException:
         if store is not None:
             store.close()

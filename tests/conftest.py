@@ -3,12 +3,45 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from qdevolve import registry
+
+# Tests of a service CI starts (.ci/run): marked with one of these, or skipped for one of these
+# reasons. With QDEVOLVE_REQUIRE_SERVICES=1 (exported by .ci/run when CI=true) such a skip is a
+# failure, so CI cannot pass with service tests silently skipped.
+SERVICE_MARKERS = frozenset({"docker", "postgres", "ray"})
+SERVICE_SKIP = re.compile(r"docker|postgres|QDEVOLVE_TEST_PG_URL|\bray\b|QDEVOLVE_TEST_RAY_ADDRESS|chromium|shinka",
+                          re.IGNORECASE)
+
+
+def services_required() -> bool:
+    return os.environ.get("QDEVOLVE_REQUIRE_SERVICES", "") not in ("", "0")
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under QDEVOLVE_REQUIRE_SERVICES=1 a skipped service test is reported as failed."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.skipped or not services_required() or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    marked = sorted(SERVICE_MARKERS & {m.name for m in item.iter_markers()})
+    if marked or SERVICE_SKIP.search(reason):
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid}: a service test skipped with QDEVOLVE_REQUIRE_SERVICES=1 "
+                           f"(set by .ci/run under CI=true){' [' + ', '.join(marked) + ']' if marked else ''}: "
+                           f"{reason}")
 
 
 @pytest.fixture

@@ -196,6 +196,33 @@ def projected_coverage(points: np.ndarray, bins: int) -> tuple[int, int]:
     return len({tuple(r) for r in idx.tolist()}), bins ** points.shape[1]
 
 
+def _f(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def _elite_row(e: Elite) -> list[Any]:
+    return [e.program_id, float(e.score), {k: float(v) for k, v in e.features.items()}, e.cell,
+            int(e.island), e.code_hash, int(e.generation), int(e.children), _f(e.novelty)]
+
+
+def _elite_from_row(row: list[Any]) -> Elite:
+    pid, score, feats, cell, island, code_hash, gen, kids, nov = row
+    return Elite(program_id=pid, score=score, features=feats, cell=cell, island=island, code_hash=code_hash,
+                 generation=gen, children=kids, novelty=nov)
+
+
+def points_state(p: PointCache) -> list[Any]:
+    """A :class:`PointCache` as JSON (ids and raw vectors)."""
+    return [list(p.ids), p.raw.tolist()]
+
+
+def load_points(p: PointCache, data: list[Any]) -> None:
+    """Fill an empty :class:`PointCache` from :func:`points_state` output."""
+    ids, raw = data
+    for pid, row in zip(ids, raw, strict=True):
+        p.append(pid, np.asarray(row, dtype=np.float64))
+
+
 class ArchiveBase:
     """Common state and methods; subclasses implement :meth:`insert_elite`.
 
@@ -303,10 +330,51 @@ class ArchiveBase:
     def coverage(self) -> float:
         raise NotImplementedError
 
+    # -- state: everything ``add`` reads, as JSON (archive snapshots, qdevolve.archive.snapshot) --
+    #: True on a class whose :meth:`state` holds all of its state. Declared by each class for
+    #: itself (a subclass with more state does not inherit it): archives without it are
+    #: always rebuilt by replaying ``add``.
+    owns_state = False
+
     def state(self) -> dict[str, Any]:
-        """Derived state worth showing or storing (running feature ranges); replay rebuilds it."""
-        ranges = getattr(self, "ranges", None)
-        return {"ranges": ranges.state()} if isinstance(ranges, FeatureRanges) else {}
+        """The archive's complete state as a JSON-ready dict: restoring it with
+        :meth:`load_state` into a new archive of the same spec and going on with ``add`` gives
+        exactly the archive that replaying every ``add`` gives."""
+        st: dict[str, Any] = {
+            "kind": self.name, "island": self.island, "n_added": self.n_added, "n_ok": self.n_ok,
+            "elites": [_elite_row(e) for e in self._elites.values()],
+            "reference": self.extractor.reference_state(),
+            "children": [list(self._children), list(self._children.values())],
+        }
+        if isinstance(getattr(self, "ranges", None), FeatureRanges):
+            st["ranges"] = [[float(x) for x in self.ranges.lo], [float(x) for x in self.ranges.hi]]
+        st.update(self._own_state())
+        return st
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state` output into this (new, empty) archive.
+
+        Raises:
+            ValueError: the state is of another kind of archive.
+        """
+        if state["kind"] != self.name:
+            raise ValueError(f"state of a {state['kind']} archive, this archive is {self.name}")
+        self.island, self.n_added, self.n_ok = int(state["island"]), int(state["n_added"]), int(state["n_ok"])
+        keys, counts = state["children"]
+        self._children = dict(zip(keys, (int(c) for c in counts), strict=True))
+        self.extractor.load_reference_state(state["reference"])
+        self._elites = {row[0]: _elite_from_row(row) for row in state["elites"]}
+        if "ranges" in state:
+            lo, hi = state["ranges"]
+            self.ranges.lo, self.ranges.hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        self._load_own_state(state)
+
+    def _own_state(self) -> dict[str, Any]:
+        """State a subclass keeps beyond the base's (cells, k-NN bookkeeping...)."""
+        return {}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`_own_state` wrote."""
 
     def n_cells(self) -> int | None:
         return None

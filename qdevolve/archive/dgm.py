@@ -24,6 +24,8 @@ from qdevolve.archive.base import (
     ArchiveBase,
     FeatureRanges,
     PointCache,
+    load_points,
+    points_state,
     projected_coverage,
 )
 from qdevolve.errors import ConfigError
@@ -100,6 +102,15 @@ class DGMArchive(ArchiveBase):
 
     def n_cells(self) -> int:
         return self.coverage_bins ** len(self.feature_dimensions)
+
+    owns_state = True
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"counter": self._counter, "first_score": self._first_score, "points": points_state(self._points)}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self._counter, self._first_score = int(state["counter"]), state["first_score"]
+        load_points(self._points, state["points"])
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -168,6 +168,16 @@ class FeatureExtractor:
                 raise UnplaceableResult(f"program {program.id}: feature '{name}' is not finite: {out[name]}")
         return out
 
+    def reference_state(self) -> list[list[str]]:
+        """The diversity reference set as JSON: ``[program id, code]`` pairs, in order."""
+        return [[pid, code] for (pid, _), (code, _) in zip(self._reference, self._reference_code, strict=True)]
+
+    def load_reference_state(self, pairs: list[list[str]]) -> None:
+        """Refill the (empty) reference set from :meth:`reference_state` output."""
+        for pid, code in pairs:
+            self._reference.append((pid, token_shingles(code)))
+            self._reference_code.append((code, code_shape(code)))
+
     def observe(self, program: Program) -> None:
         """Record an admitted program in the diversity reference set (until it is full)."""
         if self.needs_reference and len(self._reference) < self.reference_size:

@@ -85,10 +85,40 @@ class IslandsArchive:
         self._migrants: set[tuple[int, str]] = set()  # (island, program id) that arrived by migration
         self.n_migrations = 0
 
+    owns_state = True
+
+    @property
+    def state_complete(self) -> bool:
+        """True when every island's archive owns its state (:meth:`state` is then complete)."""
+        return all(type(a).__dict__.get("owns_state", False) for a in self.islands)
+
     def state(self) -> dict[str, Any]:
-        """Per-island state (running feature ranges), for display; replay rebuilds it."""
-        return {"islands": [arc.state() if hasattr(arc, "state") else {} for arc in self.islands],
-                "offered": list(self._offered), "migrations": self.n_migrations}
+        """The whole state (every island's, the migration counters and migrants), JSON-ready;
+        the islands' children counts are stored once when they agree (the usual case)."""
+        isl = self.islands
+        shared = all(a._children == isl[0]._children for a in isl[1:])
+        islands = [a.state() for a in isl]
+        if shared:
+            for st in islands:
+                st.pop("children")
+        return {"kind": "islands", "offered": list(self._offered), "n_migrations": self.n_migrations,
+                "migrants": sorted([i, pid] for i, pid in self._migrants),
+                "children": [list(isl[0]._children), list(isl[0]._children.values())] if shared else None,
+                "islands": islands}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state` output into this new archive.
+
+        Raises:
+            ValueError: another kind, or another number of islands.
+        """
+        if state.get("kind") != "islands" or len(state["islands"]) != len(self.islands):
+            raise ValueError("the state's islands do not match this archive")
+        for a, st in zip(self.islands, state["islands"], strict=True):
+            a.load_state(st if state["children"] is None else {**st, "children": state["children"]})
+        self._offered = [int(x) for x in state["offered"]]
+        self.n_migrations = int(state["n_migrations"])
+        self._migrants = {(int(i), pid) for i, pid in state["migrants"]}
 
     # -- writing ------------------------------------------------------------------------
     def add(self, program: Program, result: EvalResult) -> list[ArchiveEvent]:

@@ -31,18 +31,33 @@ resume the received migrants are offered again after the run's own children are 
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from qdevolve.db import claims
 from qdevolve.errors import ConfigError
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["PoolMigration", "MIGRANT_PREFIX", "parse_pool_migration", "migrants_of"]
+__all__ = ["PoolMigration", "MigrantStore", "MIGRANT_PREFIX", "parse_pool_migration", "migrants_of"]
 
 MIGRANT_PREFIX = "migrant/"
-_FOREVER = 1e12  # a migrant's claim never expires: it was delivered, or will be on resume
 _KEYS = ("interval", "count")
+
+
+class MigrantStore(Protocol):
+    """The store methods migration uses (:class:`~qdevolve.db.store.LineageStore` has them);
+    every transaction and every statement is the store's."""
+
+    def get_state(self, run_id: str, key: str, default: Any = None) -> Any: ...
+
+    def publish_migrants(self, pool: str, run_id: str, migrants: dict[str, dict[str, Any]],
+                         migration: dict[str, Any]) -> None: ...
+
+    def pool_migrants(self, pool: str) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]: ...
+
+    def claim_migrant(self, pool: str, program_id: str, controller: str) -> bool: ...
+
+    def write(self, *, run_id: str | None = None, events: Any = (), state: dict[str, Any] | None = None,
+              **rows: Any) -> None: ...
 
 
 def parse_pool_migration(options: Any, *, pool: str | None, need_pool: bool = True) -> tuple[int, int] | None:
@@ -71,32 +86,40 @@ def parse_pool_migration(options: Any, *, pool: str | None, need_pool: bool = Tr
 class PoolMigration:
     """One controller's side of the pool's migration (module docstring).
 
-    Built by :meth:`attach` from an :class:`~qdevolve.evolve.engine.Evolution`; its
-    :meth:`after_child` runs as an engine hook after every stored child.
+    Args:
+        store: The run's store (:class:`MigrantStore`).
+        run_id: The run (the controller's name in claims).
+        pool: The pool's budget counter id, ``pool:<name>``.
+        interval: Publish every this many stored children.
+        count: Elites published each time.
+        archive: The run's archive (``add``, ``elites``, ``n_islands``).
+        program: ``program_id -> (Program, EvalResult)`` (the engine's program cache).
+        remember: Called with a received migrant that scored (the engine caches it).
+        hashes: Code hashes the run holds; a migrant's hash is added when it is received.
     """
 
-    def __init__(self, evo: Any, interval: int, count: int) -> None:
-        self.evo, self.store, self.run_id = evo, evo.store, evo.run_id
-        self.pool = f"pool:{evo.config.budget_pool}"
+    def __init__(self, store: MigrantStore, run_id: str, pool: str, interval: int, count: int, *, archive: Any,
+                 program: Callable[[str], tuple[Program, EvalResult]],
+                 remember: Callable[[Program, EvalResult], None], hashes: set[str]) -> None:
+        self.store, self.run_id, self.pool = store, run_id, pool
         self.interval, self.count = interval, count
+        self.archive, self._program, self._remember, self.hashes = archive, program, remember, hashes
         state = self.store.get_state(self.run_id, "migration") or {}
         self.published: list[str] = list(state.get("published", []))
         self.received: list[str] = list(state.get("received", []))
         self.skipped: list[str] = list(state.get("skipped", []))
         self._since = 0
+        self._add_received()
+
+    def _add_received(self) -> None:
         for pid in self.received:  # resume: back into the rebuilt archive (events are stored already)
             prog, res = self._load(pid)
-            self.evo.archive.add(prog, res)
+            self.archive.add(prog, res)
 
-    @classmethod
-    def attach(cls, evo: Any) -> PoolMigration | None:
-        """The migration of ``evo``'s run, registered as its hook; ``None`` when not configured."""
-        parsed = parse_pool_migration(getattr(evo.config, "pool_migration", None), pool=evo.config.budget_pool)
-        if parsed is None:
-            return None
-        mig = cls(evo, *parsed)
-        evo.hooks.append(mig.after_child)
-        return mig
+    def replace_archive(self, archive: Any) -> None:
+        """The engine rebuilt its archive from the store: received migrants go back into it."""
+        self.archive = archive
+        self._add_received()
 
     def state(self) -> dict[str, Any]:
         return {"published": self.published, "received": self.received, "skipped": self.skipped}
@@ -113,79 +136,67 @@ class PoolMigration:
     def publish(self) -> list[str]:
         """Publish up to ``count`` new elites; returns their ids."""
         done = set(self.published) | set(self.received)
-        elites = [e for e in self.evo.archive.elites() if e.program_id not in done and e.score is not None]
+        elites = [e for e in self.archive.elites() if e.program_id not in done and e.score is not None]
         ranked = sorted(range(len(elites)), key=lambda i: (-float(elites[i].score), i))
-        out: list[str] = []
+        out: dict[str, dict[str, Any]] = {}
         for i in ranked:
             if len(out) == self.count:
                 break
             e = elites[i]
-            prog, _res = self.evo.cache.get(e.program_id)
+            prog, _res = self._program(e.program_id)
             if prog.run_id != self.run_id or prog.operator == "seed":
                 continue
-            out.append(e.program_id)
-            self.store.set_state(self.pool, MIGRANT_PREFIX + e.program_id, {
-                "from_run": self.run_id, "island": int(prog.island), "score": float(e.score),
-                "code_hash": prog.code_hash})
+            out[e.program_id] = {"from_run": self.run_id, "island": int(prog.island), "score": float(e.score),
+                                 "code_hash": prog.code_hash}
         if out:
-            self.published += out
-            self.store.set_state(self.run_id, "migration", self.state())
-        return out
+            self.store.publish_migrants(self.pool, self.run_id, out, {**self.state(),
+                                                                       "published": self.published + list(out)})
+            self.published += list(out)
+        return list(out)
 
     def pick_up(self) -> list[ArchiveEvent]:
         """Claim and place every migrant other runs published that nobody took yet."""
         mine = set(self.received) | set(self.skipped)
-        rows = self.store.execute("SELECT key, value FROM run_state WHERE run_id = :p AND (key LIKE 'migrant/%' "
-                                  "OR key LIKE 'claim/%')", p=self.pool)
-        taken = {k[len(claims.CLAIM_PREFIX):]: json.loads(v).get("controller") for k, v in rows
-                 if k.startswith(claims.CLAIM_PREFIX)}
+        migrants, taken = self.store.pool_migrants(self.pool)
         events: list[ArchiveEvent] = []
-        for key, value in rows:
-            if not key.startswith(MIGRANT_PREFIX):
-                continue
-            pid, info = key[len(MIGRANT_PREFIX):], json.loads(value)
+        for pid, info in migrants.items():
             if info.get("from_run") == self.run_id or pid in mine or taken.get(pid, self.run_id) != self.run_id:
                 continue
-            with self.store._begin() as c:
-                if not claims.claim_program(c, self.pool, pid, self.run_id, lease_s=_FOREVER):
-                    continue
+            if not self.store.claim_migrant(self.pool, pid, self.run_id):
+                continue
             events += self._receive(pid, info)
         return events
 
     # -- placing one migrant ------------------------------------------------------------------
     def _load(self, pid: str) -> tuple[Program, EvalResult]:
-        prog, res = self.evo.cache.get(pid)
-        n = int(getattr(self.evo.archive, "n_islands", 1) or 1)
+        prog, res = self._program(pid)
+        n = int(getattr(self.archive, "n_islands", 1) or 1)
         return dataclasses.replace(prog, island=prog.island % n), res
 
     def _receive(self, pid: str, info: dict[str, Any]) -> list[ArchiveEvent]:
         prog, res = self._load(pid)
-        if prog.code_hash in self.evo.hashes:
+        if prog.code_hash in self.hashes:
+            self.store.write(run_id=self.run_id, state={"migration": {**self.state(),
+                                                                      "skipped": self.skipped + [pid]}})
             self.skipped.append(pid)
-            self.store.set_state(self.run_id, "migration", self.state())
             return []
-        events = self.evo.archive.add(prog, res)
+        events = self.archive.add(prog, res)
         for ev in events:
             ev.run_id = self.run_id
             if ev.program_id == pid and ev.kind in ("added", "improved", "replaced"):
                 ev.data = {**ev.data, "from_run": info.get("from_run"), "from_island": info.get("island"),
                            "inner_kind": ev.kind}
                 ev.kind = "migrated"
+        self.store.write(run_id=self.run_id, events=events, state={"migration": {
+            **self.state(), "received": self.received + [pid]}})
         self.received.append(pid)
-        self.evo.hashes.add(prog.code_hash)
+        self.hashes.add(prog.code_hash)
         if res.ok and res.score is not None:
-            self.evo.cache.remember(prog, res, self.evo._elite_ids)
-        self.store.write(run_id=self.run_id, events=events, state={"migration": self.state()})
+            self._remember(prog, res)
         return events
 
 
-def migrants_of(store: Any, pool: str) -> list[dict[str, Any]]:
+def migrants_of(store: MigrantStore, pool: str) -> list[dict[str, Any]]:
     """Every migrant of pool ``pool`` with its publisher and taker (for tests and inspection)."""
-    rows = store.execute("SELECT key, value FROM run_state WHERE run_id = :p AND (key LIKE 'migrant/%' "
-                         "OR key LIKE 'claim/%')", p=f"pool:{pool}")
-    taken = {k[len(claims.CLAIM_PREFIX):]: json.loads(v).get("controller") for k, v in rows
-             if k.startswith(claims.CLAIM_PREFIX)}
-    return [{"program_id": k[len(MIGRANT_PREFIX):], **json.loads(v), "taken_by": taken.get(k[len(MIGRANT_PREFIX):])}
-            for k, v in rows if k.startswith(MIGRANT_PREFIX)]
-
-
+    migrants, taken = store.pool_migrants(f"pool:{pool}")
+    return [{"program_id": pid, **info, "taken_by": taken.get(pid)} for pid, info in migrants.items()]

@@ -173,6 +173,14 @@ class MapElitesArchive(ArchiveBase):
         self._cells = {cell: e.program_id for cell, e in winners.items()}
         return events
 
+    owns_state = True
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"cells": [list(self._cells), list(self._cells.values())]}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self._cells = dict(zip(*state["cells"], strict=True))
+
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         out["kind"] = "cvt" if self.centroids is not None else "grid"

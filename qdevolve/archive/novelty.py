@@ -30,6 +30,8 @@ from qdevolve.archive.base import (
     ArchiveBase,
     FeatureRanges,
     PointCache,
+    load_points,
+    points_state,
     projected_coverage,
 )
 from qdevolve.errors import ConfigError
@@ -195,6 +197,18 @@ class NoveltyArchive(ArchiveBase):
 
     def n_cells(self) -> int:
         return self.coverage_bins ** len(self.feature_dimensions)
+
+    owns_state = True
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"counter": self._counter, "dirty": self._dirty, "points": points_state(self._points),
+                "knn": self._knn.tolist(), "knn_valid": self._knn_valid}
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        self._counter, self._dirty, self._knn_valid = int(state["counter"]), bool(state["dirty"]), \
+            bool(state["knn_valid"])
+        load_points(self._points, state["points"])
+        self._knn = np.asarray(state["knn"], dtype=np.float64).reshape(-1, self.k)
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -89,6 +89,20 @@ class RibsArchive(ArchiveBase):
         self._elites.pop(previous, None)
         return [self._event("improved", elite, replaced_id=previous)]
 
+    owns_state = True
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"objective_sum": float(self._ribs._objective_sum)}  # pyribs' running sum: its rounding is history
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        elites = self._elites
+        for e in elites.values():  # elitist grid: one elite per cell, so refilling reproduces it
+            self._ribs.add_single(e.program_id, e.score, self._measures(e))
+        if elites:  # the stored running sum, so the QD-score has the same rounding as a replay
+            best = max(elites.values(), key=lambda e: e.score)
+            total = np.asarray(state["objective_sum"], dtype=self._ribs.dtypes["objective"])
+            self._ribs._stats_update(total, self._ribs.index_of_single(self._measures(best)))
+
     def n_cells(self) -> int:
         return int(np.prod(self.bins))
 

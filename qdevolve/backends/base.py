@@ -70,6 +70,8 @@ class Completion:
         model: Model name.
         error: Transport / server error message when the request failed.
         latency_s: Seconds the request took.
+        es_member: The evolution-strategies population member whose perturbed weights
+            sampled it (``None`` outside ES training).
     """
 
     text: str
@@ -83,6 +85,7 @@ class Completion:
     model: str | None = None
     error: str | None = None
     latency_s: float = 0.0
+    es_member: int | None = None
 
 
 @runtime_checkable

@@ -111,12 +111,12 @@ def _ray(address: str | None, timeout_s: float) -> Any:
         raise ConfigError("backend 'ray_policy' needs the ray package: pip install 'qdevolve[ray]'") from exc
     if ray.is_initialized():
         return ray
-    from qdevolve.evolve.executors._ray_connect import _probe, _resolve_address
+    from qdevolve.backends.ray_address import probe, resolve_address
 
     target = address or "auto"
     if not target.startswith("ray://"):
-        target = _resolve_address(target)
-        why = _probe(target, timeout_s)
+        target = resolve_address(target)
+        why = probe(target, timeout_s)
         if why:
             raise RunAborted(f"backend ray_policy: cannot reach the Ray cluster at {target} ({why}); "
                              "pass backend.address HOST:PORT or run with --executor ray --ray-address HOST:PORT")

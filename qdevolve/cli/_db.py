@@ -38,12 +38,14 @@ def is_sqlite_path(value: str) -> bool:
 
 def check_new_run(value: str) -> None:
     """For ``qdevolve run``: an existing SQLite file is refused (resume it instead); a server
-    URL may hold other runs (each run has its own id), so it is accepted.
+    URL may hold other runs (each run has its own id), so it is accepted. A 0-byte file is an
+    empty database to SQLite (e.g. one made by ``touch`` or ``mktemp``): a new run starts in it.
 
     Raises:
-        ConfigError: the file exists; the hint names it with any password masked.
+        ConfigError: the file exists and is not empty; the hint names it with any password masked.
     """
-    if is_sqlite_path(value) and Path(value).exists():
+    path = Path(value)
+    if is_sqlite_path(value) and path.exists() and not (path.is_file() and path.stat().st_size == 0):
         raise ConfigError(f"{shown(value)}: already exists; continue it with 'qdevolve resume --db "
                           f"{shown(value)}' or pass a new --db path")
 

@@ -154,7 +154,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     from qdevolve.evolve.example import load_example
 
     console = Console(stderr=True)
-    from qdevolve.evolve.validate import check_plugin_file  # compat hook: bounded plugin import
+    from qdevolve.evolve.validate import check_plugin_file  # imported with a time bound
 
     loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
     trust = _trust(config_values)
@@ -177,12 +177,12 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
         config = apply_policy_options(config, policy=policy, objective=train_objective,
                                       every=train_every, objective_args=objective_args)
     db_target = db or str(default_db_path(example.directory))
-    from qdevolve.evolve.validate import check_start  # compat hook
+    from qdevolve.evolve.validate import check_start
 
     _warn(console, check_start(example, config, None if is_url(db_target) else Path(db_target), trust=trust))
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
-                      "--backend openai --model NAME [--api-base URL]")
+                      "--backend openai --model NAME \\[--api-base URL]", soft_wrap=True)
     check_new_run(db_target)
     store = LineageStore(db_target, create=True)
     try:
@@ -316,7 +316,7 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     from qdevolve.evolve.engine import Evolution
 
     console = Console(stderr=True)
-    if iterations is not None:  # compat hook: a bad budget costs nothing
+    if iterations is not None:  # checked before the run is opened: a bad budget costs nothing
         from qdevolve.evolve.validate import check_iterations
 
         check_iterations(iterations, where="--iterations")

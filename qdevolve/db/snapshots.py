@@ -13,6 +13,8 @@ with no usable snapshot (or a database older than v3) is replayed in full.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,8 +24,9 @@ from sqlalchemy import Connection, text
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
 
-__all__ = ["KEEP", "StoredSnapshot", "write_snapshot", "latest"]
+__all__ = ["KEEP", "StoredSnapshot", "write_snapshot", "latest", "format_of"]
 
+_FORMAT = re.compile(r'\{\s*"format"\s*:\s*(\d+)')
 KEEP = 2  # snapshots kept per run (the older one is the fallback if the newer fails a check)
 
 
@@ -40,8 +43,6 @@ class StoredSnapshot:
 def write_snapshot(c: Connection, run_id: str, data: str) -> None:
     """Insert a snapshot of the run's archive taken after its latest evaluation (call inside
     the transaction that stores that evaluation) and drop all but the newest :data:`KEEP`."""
-    from qdevolve.archive.snapshot import FORMAT  # archive code only when a snapshot is written
-
     p = {"r": run_id}
     eval_id, n = c.execute(text("SELECT MAX(id), COUNT(*) FROM evaluations WHERE run_id = :r"), p).one()
     if eval_id is None:
@@ -49,7 +50,7 @@ def write_snapshot(c: Connection, run_id: str, data: str) -> None:
     event_id = c.execute(text("SELECT MAX(id) FROM archive_events WHERE run_id = :r"), p).scalar() or 0
     c.execute(text("INSERT INTO archive_snapshots (run_id, eval_id, evaluations, event_id, format, state, "
                    "created_at) VALUES (:r, :e, :n, :v, :f, :s, :t)"),
-              {**p, "e": eval_id, "n": n, "v": event_id, "f": FORMAT, "s": data, "t": time.time()})
+              {**p, "e": eval_id, "n": n, "v": event_id, "f": format_of(data), "s": data, "t": time.time()})
     old = [i for (i,) in c.execute(text("SELECT id FROM archive_snapshots WHERE run_id = :r "
                                         "ORDER BY eval_id DESC, id DESC"), p)][KEEP:]
     if old:
@@ -66,21 +67,29 @@ def _covers_prefix(c: Connection, run_id: str, eval_id: int, evaluations: int) -
     return moved is None
 
 
-def latest(store: LineageStore, run_id: str) -> StoredSnapshot | None:
-    """The newest snapshot of the run that passes the checks above, or ``None``."""
-    from qdevolve.archive.snapshot import FORMAT, decode
+def format_of(data: str) -> int:
+    """The layout number an encoded snapshot declares first (``{"format":N,...``); 0 if none.
+    The archive side owns the layout (:data:`qdevolve.archive.snapshot.FORMAT`); the store only
+    records it, so a reader can skip snapshots of another layout without decoding them."""
+    m = _FORMAT.match(data)
+    return int(m.group(1)) if m else 0
 
+
+def latest(store: LineageStore, run_id: str, *, fmt: int | None = None) -> StoredSnapshot | None:
+    """The newest snapshot of the run (of layout ``fmt``, when given) that passes the checks
+    above, or ``None``."""
     with store._connect() as c:
         if not store.engine.dialect.has_table(c, "archive_snapshots"):
             return None
+        where = "" if fmt is None else " AND format = :f"
         rows = c.execute(text("SELECT id, eval_id, evaluations, event_id FROM archive_snapshots "
-                              "WHERE run_id = :r AND format = :f ORDER BY eval_id DESC, id DESC"),
-                         {"r": run_id, "f": FORMAT}).all()
+                              f"WHERE run_id = :r{where} ORDER BY eval_id DESC, id DESC"),
+                         {"r": run_id, "f": fmt}).all()
         for sid, eval_id, n, event_id in rows:
             if _covers_prefix(c, run_id, eval_id, n):
                 data = c.execute(text("SELECT state FROM archive_snapshots WHERE id = :i"), {"i": sid}).scalar()
                 try:
-                    state = decode(data)
+                    state = json.loads(data)
                 except ValueError:
                     continue
                 return StoredSnapshot(int(eval_id), int(n), int(event_id or 0), state)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, func, insert, select, text, update
+from sqlalchemy import Connection, create_engine, func, insert, or_, select, text, update
 from sqlalchemy.engine import make_url
 
 from qdevolve.db import _engine, _open, _queries, _rows, claims, snapshots
@@ -36,6 +36,8 @@ __all__ = ["LineageStore", "open_store", "dumps", "loads", "RunLease", "RunLocke
 class BudgetSpent(DatabaseError):
     """:meth:`LineageStore.write` with ``budget=`` found the counter full: nothing was stored."""
 
+MIGRANT_PREFIX = "migrant/"  # + program id, a pool's published migrant (qdevolve.archive.islands_pool)
+_FOREVER = 1e12  # a migrant's claim never expires
 _MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 
 
@@ -246,6 +248,36 @@ class LineageStore:
                                                  S.run_state.c.key == row["key"]))
             c.execute(insert(S.run_state), row)
 
+    # -- migration between the runs of a pool (qdevolve.archive.islands_pool) ---------------
+    def publish_migrants(self, pool: str, run_id: str, migrants: dict[str, dict[str, Any]],
+                         migration: dict[str, Any]) -> None:
+        """Publish ``migrants`` (program id -> info) under the pool's ``migrant/<id>`` keys and
+        the run's ``migration`` state, in one transaction."""
+        ctx = {"now": time.time(), "run_id": run_id}
+        with self._begin() as c:
+            self._upsert_state(c, [_rows.STATE.to_row((MIGRANT_PREFIX + pid, info), {**ctx, "run_id": pool})
+                                   for pid, info in migrants.items()])
+            self._upsert_state(c, [_rows.STATE.to_row(("migration", migration), ctx)])
+
+    def pool_migrants(self, pool: str) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
+        """The pool's published migrants (program id -> info, in key order) and who claimed
+        each one taken so far (program id -> controller)."""
+        rs = S.run_state
+        with self._connect() as c:
+            rows = c.execute(select(rs.c.key, rs.c.value).where(
+                rs.c.run_id == pool, or_(rs.c.key.like(MIGRANT_PREFIX + "%"),
+                                         rs.c.key.like(claims.CLAIM_PREFIX + "%"))).order_by(rs.c.key)).all()
+        migrants = {k[len(MIGRANT_PREFIX):]: loads(v) for k, v in rows if k.startswith(MIGRANT_PREFIX)}
+        taken = {k[len(claims.CLAIM_PREFIX):]: loads(v).get("controller") for k, v in rows
+                 if k.startswith(claims.CLAIM_PREFIX)}
+        return migrants, taken
+
+    def claim_migrant(self, pool: str, program_id: str, controller: str) -> bool:
+        """Take the pool's migrant ``program_id`` for ``controller`` (True when it is ours); the
+        claim never expires: the migrant was delivered, or will be on the taker's resume."""
+        with self._begin() as c:
+            return claims.claim_program(c, pool, program_id, controller, lease_s=_FOREVER)
+
     def init_budget(self, counter: str, stored: int) -> None:
         """Create the budget counter ``counter`` with ``stored`` units unless it exists (a run's
         start and resume; see :mod:`qdevolve.db.claims`)."""
@@ -288,9 +320,6 @@ class LineageStore:
     def add_evaluation(self, program_id: str, result: EvalResult, sandbox: str | None = None,
                        worker: str | None = None) -> None:
         self.write(evaluations=[EvaluationRecord(program_id, result, sandbox, worker)])
-
-    def add_rollouts(self, rollouts: Sequence[Rollout]) -> None:
-        self.write(rollouts=rollouts)
 
     def set_rollout_rewards(self, rewards: Iterable[RewardRecord | tuple[Any, ...]]) -> None:
         """Fill in rewards (:class:`RewardRecord` or ``(rollout_id, reward, vector, key)``)."""

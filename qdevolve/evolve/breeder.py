@@ -192,6 +192,8 @@ class Breeder:
         if comp is not None:
             meta["usage"] = {"prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
                              "model": comp.model}
+            if comp.es_member is not None:
+                meta["usage"]["es_member"] = comp.es_member
         if cand.code is None:
             meta.update(failed_mutation=True, reason=cand.error)
         program = Program(code=cand.code if cand.code is not None else "", run_id=self.run_id,
@@ -207,7 +209,8 @@ class Breeder:
                               program_id=program.id, group_id=cand.group_id, finish_reason=comp.finish_reason,
                               prompt_tokens=comp.prompt_tokens, completion_tokens=comp.completion_tokens,
                               metadata={"operator": program.operator, "parent_ids": list(program.parent_ids),
-                                        "model": comp.model})
+                                        "model": comp.model,
+                                        **({} if comp.es_member is None else {"es_member": comp.es_member})})
         failed = None
         if cand.code is None:
             failed = EvalResult(status="invalid", error=(cand.error or "mutation failed")[:500],

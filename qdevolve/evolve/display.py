@@ -90,16 +90,15 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
         for what, value in training_rows(training):
             t.add_row(what, value)
     console.print(t)
-    from rich.markup import escape
-
-    db = escape(terminal_safe_line(display_target(str(summary.db))))  # a URL's password masked
-    console.print("Inspect it:")
-    console.print(f"  qdevolve lineage tree --db {db}")
+    db = terminal_safe_line(display_target(str(summary.db)))  # a URL's password masked
+    hints = [f"qdevolve lineage tree --db {db}"]
     if summary.best_program_id:
-        console.print(f"  qdevolve lineage show {summary.best_program_id[:12]} --db {db}")
-    console.print(f"  qdevolve archive stats --db {db}")
-    console.print(f"  qdevolve archive plot --db {db} --out archive.png")
+        hints.append(f"qdevolve lineage show {summary.best_program_id[:12]} --db {db}")
+    hints += [f"qdevolve archive stats --db {db}", f"qdevolve archive plot --db {db} --out archive.png"]
     if training is not None:
-        console.print(f"  qdevolve lineage policy --db {db}   # each trainer step")
-        console.print(f"  qdevolve serve --db {db}   # page /runs/{summary.run_id[:12]}/policy")
-    console.print(f"  qdevolve resume --db {db} --iterations N   # continue")
+        hints += [f"qdevolve lineage policy --db {db}   # each trainer step",
+                  f"qdevolve serve --db {db}   # page /runs/{summary.run_id[:12]}/policy"]
+    hints.append(f"qdevolve resume --db {db} --iterations N   # continue")
+    console.print("Inspect it:")
+    for hint in hints:  # one line each, never wrapped or coloured, so it pastes as a command
+        console.print(Text("  " + hint), soft_wrap=True, highlight=False)

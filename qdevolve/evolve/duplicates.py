@@ -11,6 +11,7 @@ from typing import Any
 
 from qdevolve.evolve.breeder import ChildPlan
 from qdevolve.evolve.hooks import DuplicateRewarding
+from qdevolve.evolve.listener import RewardCounting
 
 __all__ = ["tell_copies"]
 
@@ -33,3 +34,5 @@ def tell_copies(engine: Any, plan: ChildPlan) -> None:
         ro.program_id, ro.reward, ro.reward_vector, ro.cluster_key = original_id, r.reward, r.vector, r.cluster_key
         ro.metadata = {**ro.metadata, "duplicate_of": original_id}
         engine.store.write(run_id=engine.run_id, rollouts=[ro])
+        if isinstance(engine.listener, RewardCounting):  # counted once stored
+            engine.listener.count_reward(child.program, r)

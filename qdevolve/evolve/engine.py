@@ -4,14 +4,17 @@
   operators) into a child plan; the operator proposes the children (model calls are asyncio
   tasks, so generation overlaps evaluation);
 * the *executor* plugin (``local`` threads, ``ray``...) places each child's evaluation;
-* :meth:`Evolution.tell` writes the program, its evaluation, its archive events, its
-  rollout with the reward and the run's random state in **one transaction**, then updates
-  the :class:`~qdevolve.evolve.ledger.RunLedger`;
+* :meth:`Evolution.tell` builds a :class:`~qdevolve.evolve.record.TellRecord` (program,
+  evaluation, archive events, rollout with the reward, run state), commits it in **one
+  transaction**, then applies it to memory (the :class:`~qdevolve.evolve.ledger.RunLedger`,
+  caches, observers);
 * a short loop (``loop.py``) only manages concurrency.
 
 A program is stored only together with its evaluation, so a run killed at any moment (even
-inside ``tell``) leaves whole children or none: resume replays ``archive.add`` over the
-stored evaluations in order, rebuilds the ledger, and goes on; nothing needs repair. With a
+inside ``tell``) leaves whole children or none: resume rebuilds the archive from the newest
+archive snapshot plus the evaluations stored after it (the path ``qdevolve archive stats``
+takes, :mod:`qdevolve.evolve.archive_rebuild`), rebuilds the ledger, and goes on; nothing
+needs repair. With a
 deterministic mutator, one worker and a fixed seed, two runs produce the same programs.
 Training is a :class:`~qdevolve.evolve.listener.TrainingListener` the engine calls.
 """
@@ -28,13 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from qdevolve.archive.islands_pool import PoolMigration
+from qdevolve.archive.islands_pool import PoolMigration, parse_pool_migration
 from qdevolve.archive.snapshot import SnapshotSchedule
 from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
 from qdevolve.evolve import loop
+from qdevolve.evolve.archive_rebuild import rebuild
 from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
 from qdevolve.evolve.budget import BudgetMeter
 from qdevolve.evolve.config import RunConfig
@@ -49,8 +53,9 @@ from qdevolve.evolve.hooks import (
     fixed_code_checked,
 )
 from qdevolve.evolve.ledger import RunLedger
-from qdevolve.evolve.listener import TrainingListener, score_reward
+from qdevolve.evolve.listener import RewardCounting, TrainingListener, score_reward
 from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
+from qdevolve.evolve.record import TellRecord
 from qdevolve.evolve.run_state import counters_state, restore_counters
 from qdevolve.evolve.summary import RunSummary, summarize
 from qdevolve.mutation.base import Candidate
@@ -108,7 +113,18 @@ class Evolution:
         self.budget_counter = f"pool:{config.budget_pool}" if config.budget_pool else run_id
         store.init_budget(self.budget_counter, 0 if config.budget_pool else self.ledger.stored)
         self._pool_spent = False
-        self.migration = PoolMigration.attach(self)  # pool runs exchange elites through the database
+        self.migration = self._attach_migration()  # pool runs exchange elites through the database
+
+    def _attach_migration(self) -> PoolMigration | None:
+        """The pool migration of this run, registered as a hook (``None``: not configured)."""
+        parsed = parse_pool_migration(self.config.pool_migration, pool=self.config.budget_pool)
+        if parsed is None:
+            return None
+        mig = PoolMigration(self.store, self.run_id, f"pool:{self.config.budget_pool}", *parsed,
+                            archive=self.archive, program=self.cache.get, hashes=self.hashes,
+                            remember=lambda p, r: self.cache.remember(p, r, self._elite_ids))
+        self.hooks.append(mig.after_child)
+        return mig
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -173,10 +189,12 @@ class Evolution:
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
 
     def _rebuild(self) -> None:
-        """Replay ``archive.add`` over the stored evaluations in order; rebuild the ledger."""
+        """A stored run's archive (the one rebuild path: newest snapshot plus the evaluations
+        after it), the selection rule's child statistics, caches and the ledger."""
+        if self.store.count_evaluations(self.run_id):  # a new run's archive holds its seeds already
+            self._set_archive(rebuild(self.store, self.run_id, points=1, spec=self.config.archive)[1].archive)
         observer = self.plugins.selection if isinstance(self.plugins.selection, ChildObserver) else None
         for _seq, prog, res in self.store.iter_evaluated(self.run_id):
-            self.archive.add(prog, res)
             if observer is not None and prog.operator != "seed":
                 observer.observe_child(prog.parent_ids, res.score if res.ok else None)
             if res.ok and res.score is not None:
@@ -198,6 +216,16 @@ class Evolution:
         if ensemble is not None and isinstance(self.backend, StatefulBackend):
             self.backend.restore(ensemble)
         restore_counters(self, self.store.get_state(self.run_id, "counters"))
+
+    def reload_archive(self) -> None:
+        """Put the archive back as the store holds it (after a ``tell`` whose commit failed):
+        the run's newest snapshot plus the evaluations after it, then the received migrants."""
+        self._set_archive(rebuild(self.store, self.run_id, points=1, spec=self.config.archive)[1].archive)
+        if self.migration is not None:
+            self.migration.replace_archive(self.archive)
+
+    def _set_archive(self, archive: Any) -> None:
+        self.archive = self.plugins.archive = self.breeder.archive = archive
 
     def _elite_ids(self) -> set[str]:
         return {e.program_id for e in self.archive.elites()}
@@ -223,7 +251,7 @@ class Evolution:
             cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
         self.budget.observe_candidates(cands)
-        cands = [fixed_code_checked(plan.parent, c) for c in cands]
+        cands = [fixed_code_checked(plan.parent, c, op) for c in cands]
         kept = []
         for c in self.breeder.children(plan, cands):
             if self._admit(c):
@@ -279,39 +307,71 @@ class Evolution:
     # -- tell -------------------------------------------------------------------------------
     def tell(self, program: Program, result: EvalResult, *, child: Child | None = None,
              worker: str | None = None, events: list[ArchiveEvent] | None = None) -> list[ArchiveEvent]:
-        """Record one evaluation: program (unless stored earlier), evaluation, archive events,
-        rollout with its reward, inspiration edges, the random state and the model usage and
-        ensemble statistics, in one transaction (``events``: already placed, e.g. a seed)."""
+        """Record one evaluation as a unit of work (``events``: already placed, e.g. a seed).
+
+        1. :meth:`_record` builds the :class:`TellRecord`: the program (unless stored
+           earlier), its evaluation, archive events, the rollout with its reward, inspiration
+           edges, the budget claim and the run state (rng, ensemble bandit, usage, counters);
+        2. the store commits :meth:`TellRecord.rows` in one transaction;
+        3. only then :meth:`_apply` updates memory: ledger, caches, selection observer,
+           listener counters, the display.
+
+        The archive and the ensemble's statistics are what the record is computed from: when
+        the commit raises (``BudgetSpent`` included) both are put back as they were before
+        this tell, so memory holds what the store holds.
+        """
         stored_before = program.id in self._stored_unevaluated
         claim = None if stored_before or program.operator == "seed" else (self.budget_counter, 1, self.config.iterations)
         if claim is not None and self.config.budget_pool and self._pool_left() <= 0:
             return self._pool_done()
+        undo = _Undo(self, placed=events is not None)
+        try:
+            record = self._record(program, result, child, worker, events, stored_before, claim)
+            self.store.write(**record.rows())
+        except BudgetSpent:  # another controller took the pool's last units since _pool_left
+            undo()
+            if not self.config.budget_pool:
+                raise
+            return self._pool_done()
+        except BaseException:
+            undo()
+            raise
+        self._apply(record, child)
+        return record.events
+
+    def _record(self, program: Program, result: EvalResult, child: Child | None, worker: str | None,
+                events: list[ArchiveEvent] | None, stored_before: bool,
+                claim: tuple[str, int, int] | None) -> TellRecord:
+        """Everything ``tell`` stores, in one record (the archive places the program here)."""
         if events is None:
             events = self._archive_add(program, result)
         rollout = child.rollout if child is not None else None
+        reward = None
         if rollout is not None:
             parent = self.cache.get(program.parent_ids[0])[1] if program.parent_ids else None
-            r = (self.listener.reward if self.listener is not None else score_reward)(program, result, events, parent)
-            rollout.reward, rollout.reward_vector, rollout.cluster_key = r.reward, r.vector, r.cluster_key
+            reward = (self.listener.reward if self.listener is not None else score_reward)(program, result, events,
+                                                                                           parent)
+            rollout.reward, rollout.reward_vector, rollout.cluster_key = reward.reward, reward.vector, \
+                reward.cluster_key
         if self._reporter is not None and child is not None and child.candidate.completion is not None:
             parent_score = self.cache.get(program.parent_ids[0])[1].score if program.parent_ids else None
             model = child.candidate.completion.model
             if result.ok and result.score is not None and parent_score is not None and model:
-                self._reporter.report(model, result.score - parent_score)  # before the write: stored with it
-        try:
-            self.store.write(
-                run_id=self.run_id, programs=() if stored_before else [program],
-                edges=child.edges if child is not None else (),
-                evaluations=[EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id)],
-                events=events, rollouts=[rollout] if rollout is not None else (),
-                state=self._state(), budget=claim,
-                snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive))
-        except BudgetSpent:  # another controller took the pool's last units since _pool_left
-            if not self.config.budget_pool:
-                raise
-            return self._pool_done()
+                self._reporter.report(model, result.score - parent_score)  # credited in the stored state
+        return TellRecord(
+            run_id=self.run_id, program=program, result=result, stored_before=stored_before,
+            edges=tuple(child.edges) if child is not None else (),
+            evaluation=EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id),
+            events=events, rollout=rollout, reward=reward, state=self._state(), claim=claim,
+            snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive))
+
+    def _apply(self, record: TellRecord, child: Child | None) -> None:
+        """Memory after the commit: ledger, caches, observers, listener counters, display."""
+        program, result = record.program, record.result
         self._stored_unevaluated.discard(program.id)
-        self.ledger.note(program, result, new_program=not stored_before)
+        self.ledger.note(program, result, new_program=not record.stored_before)
+        if record.reward is not None and isinstance(self.listener, RewardCounting):
+            self.listener.count_reward(program, record.reward)
         if program.operator != "seed":
             common = self.ledger.early_failure(result, self.config.fail_fast_children)
             if common is not None:
@@ -323,7 +383,6 @@ class Evolution:
         if result.ok and result.score is not None:
             self.cache.remember(program, result, self._elite_ids)
         self._tick()
-        return events
 
     def _pool_left(self) -> int:
         return self.config.iterations - (self.store.budget_stored(self.budget_counter) or 0)
@@ -368,12 +427,12 @@ class Evolution:
         self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
         status = "stopped"
         try:
-            with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
-                                 stats=self.archive.stats) as self._tick:
-                wall = self.config.wall_time_s
+            wall = self.config.wall_time_s
             if wall and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
                 self.backend.set_deadline(t0 + float(wall))
-            asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
+            with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
+                                 stats=self.archive.stats) as self._tick:
+                asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
             status = "finished" if self.ledger.stored >= self.config.iterations or self._pool_spent else "stopped"
         except WorkerLost as exc:
             self.ledger.stop(f"worker lost: {exc}")
@@ -409,30 +468,26 @@ class Evolution:
             if inspect.isawaitable(res):
                 asyncio.run(res)
 
-    def summary(self, elapsed: float) -> RunSummary:
-        return summarize(self, elapsed)
 
-    # Read-only views of the ledger, for callers of the engine before the ledger existed.
-    @property
-    def evaluated(self) -> int:
-        return self.ledger.evaluated
+class _Undo:
+    """Puts the archive and the ensemble's statistics back as they were before a tell whose
+    commit failed. The archive is rebuilt from the store (snapshot plus tail: the store is
+    the truth), the ensemble restored from its state taken now (a small dict); nothing is
+    taken when there is nothing to put back."""
 
-    @property
-    def children(self) -> int:
-        return self.ledger.stored
+    def __init__(self, engine: Evolution, *, placed: bool) -> None:
+        self.engine = engine
+        self.placed = placed  # the events came with the call: the archive holds them already
+        backend = engine.backend
+        self.ensemble = backend.state() if engine._reporter is not None and isinstance(backend, StatefulBackend) \
+            else None
 
-    @property
-    def best(self) -> tuple[float, str] | None:
-        led = self.ledger
-        return None if led.best_score is None or led.best_id is None else (led.best_score, led.best_id)
-
-    @property
-    def seed_score(self) -> float | None:
-        return self.ledger.seed_score
-
-    @property
-    def sandbox_name(self) -> str:
-        return self.plugins.sandbox_type
+    def __call__(self) -> None:
+        engine = self.engine
+        if self.ensemble is not None:
+            engine.backend.restore(self.ensemble)  # type: ignore[union-attr]
+        if not self.placed:
+            engine.reload_archive()
 
 
 def _default_listener(store: LineageStore, run_id: str, config: RunConfig) -> TrainingListener | None:

@@ -19,7 +19,10 @@ import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
 from qdevolve.mutation.base import Candidate
+from qdevolve.mutation.crossover import CrossoverMutation
+from qdevolve.mutation.diff import DiffMutation
 from qdevolve.mutation.fixed_code import fixed_code_violation
+from qdevolve.mutation.rewrite import RewriteMutation
 from qdevolve.types import Program
 
 __all__ = ["StatefulBackend", "DeadlineAware", "ChildObserver", "DuplicateRewarding", "fixed_code_checked"]
@@ -55,17 +58,21 @@ class DeadlineAware(Protocol):
     def set_deadline(self, deadline: float) -> None: ...
 
 
-_SELF_CHECKING = frozenset({"diff", "rewrite", "crossover"})  # the LLM operators run the check themselves
+# The built-in LLM operators run the check in their parse step (qdevolve.mutation._llm).
+_SELF_CHECKING: tuple[type, ...] = (DiffMutation, RewriteMutation, CrossoverMutation)
 
 
-def fixed_code_checked(parent: Program, cand: Candidate) -> Candidate:
-    """The candidate, or a failed one when its EVOLVE-BLOCK changes the fixed code's meaning
-    (checked for every operator, plugins included; the LLM operators check it themselves)."""
-    if cand.code is None or cand.operator in _SELF_CHECKING or parent.language != "python":
+def fixed_code_checked(parent: Program, cand: Candidate, operator: object) -> Candidate:
+    """The candidate, or a failed one when its EVOLVE-BLOCK changes the fixed code's meaning.
+
+    Applied to the candidates of every operator (``ast``, ``policy``, plugins); only the
+    built-in LLM operators themselves, by exact class, are trusted to have checked already.
+    Which operator produced a candidate is ``operator`` (the object the engine called), never
+    the name a candidate gives itself, and a subclass of a built-in is checked like a plugin.
+    """
+    if cand.code is None or type(operator) in _SELF_CHECKING or parent.language != "python":
         return cand
     reason = fixed_code_violation(parent.code, cand.code)
     if reason is None:
         return cand
     return dataclasses.replace(cand, code=None, error=f"rejected: {reason}")
-
-

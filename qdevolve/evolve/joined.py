@@ -70,7 +70,7 @@ from qdevolve.evolve.joined_backend import LockedBackend, StoredBefore
 from qdevolve.evolve.listener import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["JoinedListener", "JoinedEvolution", "TrainSettings", "apply_policy_options"]
+__all__ = ["JoinedListener", "TrainSettings", "apply_policy_options"]
 
 REWARDS = ("score", "improvement", "tests", "binary")
 
@@ -310,7 +310,6 @@ class JoinedListener:
         else:  # failed programs score every test as the gated reward, so vectors line up
             vector = [scalar] * self.n_tests
         text = program.metadata.get("completion") or program.code
-        self._count(program, scalar)
         return Reward(scalar, vector, self.cluster_key(program, result, events, text))
 
     def duplicate_reward(self, program: Program, original: Program, result: EvalResult) -> Reward:
@@ -322,19 +321,19 @@ class JoinedListener:
             scalar = self.shaping(scalar, self.child_kind(program, result))
         vector = [float(t) for t in result.tests] if result.tests else [scalar] * self.n_tests
         text = program.metadata.get("completion") or program.code
-        self._count(program, scalar)
         return Reward(scalar, vector, self.cluster_key(original, result, [], text))
 
-    def _count(self, program: Program, scalar: float) -> None:
-        """One more sample: the sample budget, and the fitness of its ES member."""
+    def count_reward(self, program: Program, reward: Reward) -> None:
+        """One more sample, stored with ``reward``: the sample budget, and the fitness of its
+        ES member (called by the engine after the commit)."""
+        scalar = reward.reward if reward.reward is not None else self.settings.invalid_reward
         self.samples += 1
         limit = self.settings.max_samples
         if limit is not None and self.samples >= int(limit) and self.stop_reason is None:
             self.stop_reason = f"train.max_samples: {self.samples} samples drawn"
-        if self.es is not None:
-            model = str((program.metadata.get("usage") or {}).get("model") or "")
-            if "#es" in model:
-                self.es.record(int(model.rsplit("#es", 1)[1]), scalar)
+        member = (program.metadata.get("usage") or {}).get("es_member")
+        if self.es is not None and isinstance(member, int):
+            self.es.record(member, scalar)
 
     def cluster_key(self, program: Program, result: EvalResult, events: list[ArchiveEvent], text: str) -> str:
         """The strategy key of the child, admitted by the archive or not (module docstring)."""
@@ -405,24 +404,3 @@ class JoinedListener:
 
     def close(self) -> None:
         """Nothing to release beyond the backend, which the engine closes."""
-
-
-class JoinedEvolution:
-    """The joined run's entry points, kept for callers of the former engine subclass.
-
-    ``JoinedEvolution.start(...)``/``.resume(...)`` return a plain
-    :class:`~qdevolve.evolve.engine.Evolution` whose listener is a :class:`JoinedListener`
-    (built from ``config.train``); ``Evolution.start``/``resume`` do the same by themselves.
-    """
-
-    @staticmethod
-    def start(*args: Any, **kw: Any) -> Any:
-        from qdevolve.evolve.engine import Evolution
-
-        return Evolution.start(*args, **kw)
-
-    @staticmethod
-    def resume(*args: Any, **kw: Any) -> Any:
-        from qdevolve.evolve.engine import Evolution
-
-        return Evolution.resume(*args, **kw)

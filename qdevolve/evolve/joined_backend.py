@@ -21,8 +21,8 @@ class LockedBackend:
     """The shared backend behind a lock, so a trainer step never races a generation.
 
     With ES (``es``: a :class:`~qdevolve.rl.es.GroupES`) each generation is one population
-    member's group: the weights are perturbed for it under the lock, and the completions'
-    ``model`` is tagged ``#es<member>`` so their rewards reach that member's fitness. Once
+    member's group: the weights are perturbed for it under the lock, and the completions carry
+    the member in ``es_member`` so their rewards reach that member's fitness. Once
     every member has its group, generations wait for the ES update."""
 
     def __init__(self, inner: Any) -> None:
@@ -56,7 +56,7 @@ class LockedBackend:
                 out = await self.inner.generate(requests)
         for comps in out:
             for c in comps:
-                c.model = f"{c.model or 'policy'}#es{member}"
+                c.es_member = member
         return out
 
     def load_policy(self, version: int, path: str | None) -> None:

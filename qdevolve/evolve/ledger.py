@@ -45,6 +45,9 @@ class RunLedger:
     stop_reason: str | None = None  # set once: budget, wall time, duplicates, an abort message
     evaluated_at_start: int = 0  # for the display's rate
     started_at: float = field(default_factory=time.time)
+    # The first children's failure reasons (fail fast): grouping key (digits masked) -> the
+    # first message seen under it, as it was written.
+    early_reasons: dict[str, str] | None = field(default_factory=dict)
 
     @classmethod
     def from_store(cls, store: LineageStore, run_id: str, budget: int) -> RunLedger:
@@ -72,8 +75,6 @@ class RunLedger:
         if self.stop_reason is None:
             self.stop_reason = reason
 
-    early_reasons: set[str] | None = field(default_factory=set)  # reasons of the first children (fail fast)
-
     def note(self, program: Program, result: EvalResult, *, new_program: bool) -> None:
         """Count one told evaluation (``new_program``: the program was stored with it)."""
         self.by_status[result.status] += 1
@@ -89,11 +90,12 @@ class RunLedger:
                 self.best_score, self.best_id = score, program.id
 
     def early_failure(self, result: EvalResult, limit: int) -> str | None:
-        """The common reason when each of the run's first ``limit`` children failed alike.
+        """The first failure message when each of the run's first ``limit`` children failed alike.
 
         Called for every told child; only the first ``limit`` children of the run count (a
-        resumed run that already has them never stops here). Reasons are compared on their
-        first line with digits masked, so 'port 8000' and 'port 8001' are one reason.
+        resumed run that already has them never stops here). Reasons are grouped on their
+        first line with digits masked, so 'port 8000' and 'port 8001' are one reason; the
+        message returned is the first one of the group as it was written.
         """
         if limit <= 0 or self.evaluated > limit:
             return None
@@ -102,10 +104,11 @@ class RunLedger:
             return None
         if self.early_reasons is None:
             return None
-        first = (result.error or result.status).strip().splitlines()
-        self.early_reasons.add(_DIGITS.sub("N", first[0] if first else result.status)[:200])
+        lines = (result.error or result.status).strip().splitlines()
+        message = (lines[0] if lines else result.status)[:200]
+        self.early_reasons.setdefault(_DIGITS.sub("N", message), message)
         if self.evaluated == limit and len(self.early_reasons) == 1:
-            return next(iter(self.early_reasons))
+            return next(iter(self.early_reasons.values()))
         return None
 
     def duplicate(self, limit: int, what: str = "duplicate") -> None:

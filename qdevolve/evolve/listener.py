@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
-__all__ = ["Reward", "TrainingListener", "score_reward"]
+__all__ = ["Reward", "RewardCounting", "TrainingListener", "score_reward"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,17 @@ class TrainingListener(Protocol):
     def close(self) -> None:
         """Release the trainer and backend."""
         ...
+
+
+@runtime_checkable
+class RewardCounting(Protocol):
+    """A listener that counts the rewards it gave (sample budget, ES member fitness).
+
+    The engine calls :meth:`count_reward` only once the rollout is stored with that reward,
+    so a commit that fails (``BudgetSpent``, a crash) leaves the counts as they were.
+    """
+
+    def count_reward(self, program: Program, reward: Reward) -> None: ...
 
 
 def score_reward(program: Program, result: EvalResult, events: list[ArchiveEvent],

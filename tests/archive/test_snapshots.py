@@ -107,3 +107,18 @@ def test_an_unplaceable_program_changes_nothing_before_it_raises() -> None:
         replayed.add(child, EvalResult(status="invalid", error="archive: x"))
         _same(live, replayed)
         assert math.isfinite(live.stats()["qd_score"])
+
+
+def test_a_subclass_with_more_state_is_replayed_not_snapshotted() -> None:
+    """``owns_state`` is declared by each class for itself: a plugin subclass of a built-in
+    archive that keeps more state does not inherit it, so it is always replayed in full."""
+    from qdevolve.archive.map_elites import MapElitesArchive
+
+    class Counting(MapElitesArchive):
+        def add(self, program, result):  # type: ignore[no-untyped-def]
+            self.seen = getattr(self, "seen", 0) + 1
+            return super().add(program, result)
+
+    assert supports(MapElitesArchive(feature_dimensions=["code_length"]))
+    assert not supports(Counting(feature_dimensions=["code_length"]))
+    assert snapshot(Counting(feature_dimensions=["code_length"])) is None

@@ -114,7 +114,7 @@ def test_new_run_target_refuses_an_existing_file_and_accepts_a_server(tmp_path: 
 
     check_new_run(f"postgresql+psycopg://u:{SECRET}@h/db")  # a server holds many runs
     check_new_run(str(tmp_path / "new.sqlite"))
-    (tmp_path / "old.sqlite").write_bytes(b"")
+    (tmp_path / "old.sqlite").write_bytes(b"SQLite format 3\x00")  # not empty (a 0-byte file is a new run)
     with pytest.raises(ConfigError, match="already exists; continue it with 'qdevolve resume"):
         check_new_run(str(tmp_path / "old.sqlite"))
     assert SECRET not in shown(f"postgresql+psycopg://u:{SECRET}@h/db")

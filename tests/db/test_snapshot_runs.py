@@ -16,9 +16,9 @@ import pytest
 
 from qdevolve.archive.replay import replay
 from qdevolve.archive.snapshot import encode, snapshot
-from qdevolve.cli.archive import code_features, rebuild
 from qdevolve.db import snapshots, streams
 from qdevolve.db.store import LineageStore, open_store
+from qdevolve.evolve.archive_rebuild import code_features, rebuild
 from qdevolve.types import EvalResult
 
 SEED = '''"""Maximise f(a, b) = -(a - 3)^2 - (b + 1)^2."""

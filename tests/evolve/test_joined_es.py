@@ -62,10 +62,15 @@ def test_duplicate_reward_is_the_copied_programs_reward_shaped(tmp_path: Path) -
     r = lis.duplicate_reward(copy, other, store.get_evaluation(other.id))
     assert r.reward == -0.2 and r.vector == [1.0, 0.6]
     assert r.cluster_key == "feat:length=5,multiplications=1"  # the copy's strategy is the original's cell
+    assert lis.samples == 0  # a reward is counted once it is stored (count_reward, after the commit)
+    lis.count_reward(copy, r)
     lazy = _child(run_id, parent, parent.code)
-    assert lis.duplicate_reward(lazy, parent, store.get_evaluation(parent.id)).reward == -0.3
+    r = lis.duplicate_reward(lazy, parent, store.get_evaluation(parent.id))
+    assert r.reward == -0.3
+    lis.count_reward(lazy, r)
     assert lis.stop_reason is None and lis.samples == 2
-    lis.reward(_child(run_id, parent, "def f(x):\n    return 7\n"), EvalResult(status="ok", score=0.1), [], None)
+    child = _child(run_id, parent, "def f(x):\n    return 7\n")
+    lis.count_reward(child, lis.reward(child, EvalResult(status="ok", score=0.1), [], None))
     assert lis.samples == 3 and "max_samples" in (lis.stop_reason or "")
 
 

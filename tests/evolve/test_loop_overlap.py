@@ -62,7 +62,7 @@ def test_requests_start_while_children_evaluate(tmp_path: Path) -> None:
     assert arrivals[2] - arrivals[0] < 1.0, [round(a - arrivals[0], 2) for a in arrivals]
     assert arrivals[3] - arrivals[0] < 1.0, [round(a - arrivals[0], 2) for a in arrivals]
     assert server.max_in_flight <= 2, "never more model requests than max_pending"
-    assert evo.children == 5, "the budget is exact"
+    assert evo.ledger.stored == 5, "the budget is exact"
     n = store.execute("SELECT COUNT(*) FROM programs WHERE operator != 'seed'")[0][0]
     assert n == 5
 
@@ -80,4 +80,4 @@ def test_backpressure_when_evaluation_is_the_bottleneck(tmp_path: Path) -> None:
     # requests may have started (2 breeding slots + 2 bred children waiting for the worker).
     first_told = t0 + 1.45
     assert sum(a < first_told for a in clock.arrivals) <= 4, [round(a - t0, 2) for a in clock.arrivals]
-    assert evo.children == 6
+    assert evo.ledger.stored == 6

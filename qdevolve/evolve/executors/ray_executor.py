@@ -37,12 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from qdevolve import registry
+from qdevolve.backends.ray_address import probe, resolve_address
 from qdevolve.errors import ConfigError, EvaluationSetupError, RunAborted
 from qdevolve.evolve.executors._ray_connect import (
     _import_ray,
     _one_line,
-    _probe,
-    _resolve_address,
     _set,
     parse_memory,
 )
@@ -200,8 +199,8 @@ class RayExecutor:
             return ray.get_runtime_context().gcs_address
         target = address
         if not address.startswith("ray://"):
-            target = _resolve_address(address)
-            why = _probe(target, timeout_s)
+            target = resolve_address(address)
+            why = probe(target, timeout_s)
             if why:
                 raise RunAborted(f"ray executor: cannot reach the Ray cluster at {target} ({why}); "
                                  f"start it with 'ray start --head --port PORT' or pass "
@@ -234,7 +233,7 @@ class RayExecutor:
     def _gcs_alive(self) -> bool:
         if self.gcs_address is None:
             return True  # Ray Client: its own errors say when the server is gone
-        return _probe(self.gcs_address, 3.0) is None
+        return probe(self.gcs_address, 3.0) is None
 
     # -- the dispatcher thread -------------------------------------------------------------
     def _spawn(self) -> None:
