@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.config import RunConfig, parse_config
 from qdevolve.evolve.best_known import parse_record, record_line
+from qdevolve.evolve.config import RunConfig, parse_config
 from qdevolve.evolve.summary import summarize
 
 
