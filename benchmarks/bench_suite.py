@@ -37,7 +37,7 @@ CACHE = ROOT / ".cache" / "suite_bases"
 ARMS: dict[str, tuple[dict[str, Any] | None, str]] = {
     "frozen base": (None, "score"),
     "grpo": ({"type": "grpo"}, "score"),
-    "ips": ({"type": "ips"}, "score"),
+    "ips": ({"type": "ips", "reward": "raw"}, "score"),  # IPS on the score (partial credit), not thresholded
     "rare": ({"type": "rare", "alpha": 1.0}, "score"),
     "vpo": ({"type": "vpo", "m": 1}, "score"),
     "passk": ({"type": "passk", "k": 4}, "binary"),

@@ -93,10 +93,10 @@ def write_example(train: list[dict]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--candidates", type=int, default=160)
+    ap.add_argument("--candidates", type=int, default=120)
     ap.add_argument("--min-classes", type=int, default=3)
-    ap.add_argument("--n", type=int, default=512)
-    ap.add_argument("--n-hard", type=int, default=2048)
+    ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--n-hard", type=int, default=1024)
     ap.add_argument("--train", type=int, default=32)
     ap.add_argument("--heldout", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)

@@ -39,7 +39,7 @@ from qdevolve.rl.tasks.suite import SEED_PARENT, ChildScore, SuiteTarget, score_
 __all__ = ["SUITE_BASE", "suite_base_dir", "load_policy", "LoopConfig", "TargetState", "SuiteLoop",
            "policy_pass_at"]
 
-SUITE_BASE: dict[str, Any] = {"sft_steps": 1000}
+SUITE_BASE: dict[str, Any] = {"sft_steps": 400}
 
 
 def suite_base_dir(seed: int = 0, cache_dir: str | Path | None = None) -> Path:
