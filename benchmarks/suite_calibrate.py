@@ -81,9 +81,13 @@ EXPR = "x"
 
 
 def write_example(train: list[dict]) -> None:
-    """``examples/suite``: the training targets and one seed program per target."""
+    """``examples/suite``: the training targets (in its evaluator) and one seed program per target."""
     ex = ROOT / "examples" / "suite"
-    (ex / "targets.json").write_text(json.dumps(train, indent=1) + "\n")
+    ev = (ex / "evaluator.py").read_text()
+    start, end = ev.index("TARGETS = ["), ev.index("\n]\n", ev.index("TARGETS = [")) + 3
+    lines = "".join(f"    {json.dumps(r)},\n" for r in train)
+    head = ev[start:ev.index("\n", start) + 1]
+    (ex / "evaluator.py").write_text(ev[:start] + head + lines + "]\n" + ev[end:])
     for old in ex.glob("initial_program*.py"):
         old.unlink()
     for i, r in enumerate(train):

@@ -3,8 +3,8 @@
 A program names its target (``TARGET = "t05"``, outside the EVOLVE-BLOCK, so every child
 keeps its parent's target) and holds an expression ``EXPR`` of the integer DSL (atoms x, 1,
 2, 3; operators +, -, *; parentheses; at most 9 characters), checked by a whitelist over
-Python's AST and never executed. The targets are ``targets.json`` (the suite's training
-targets; the held-out targets are not in this example). Reported:
+Python's AST and never executed. The targets are ``TARGETS`` below (the suite's
+training targets; the held-out targets are not in this example). Reported:
 
 * ``tests``: one pass bit per example of the target (partial credit; the VPO reward vector);
   ``combined_score``: their mean;
@@ -16,10 +16,41 @@ targets; the held-out targets are not in this example). Reported:
 
 import ast
 import importlib.util
-import json
-from pathlib import Path
 
-TARGETS = json.loads((Path(__file__).resolve().parent / "targets.json").read_text())
+TARGETS = [  # the suite's training targets (qdevolve/rl/tasks/suite_targets.json), written by benchmarks/suite_calibrate.py
+    {"name": "t00", "examples": [[0, 1], [2, 1]], "reference": "1+x*(2-x)", "classes": 3, "base_pass1": 0.16016},
+    {"name": "t01", "examples": [[0, 2], [1, 2]], "reference": "2", "classes": 4, "base_pass1": 0.09766},
+    {"name": "t03", "examples": [[0, 0], [2, 4]], "reference": "x*(3-x)*x", "classes": 8, "base_pass1": 0.07031},
+    {"name": "t04", "examples": [[0, 0], [2, 0]], "reference": "2*(2-x)*x", "classes": 9, "base_pass1": 0.05078},
+    {"name": "t05", "examples": [[0, 0], [1, 3]], "reference": "x*x*x*x*3", "classes": 12, "base_pass1": 0.03906},
+    {"name": "t06", "examples": [[0, 0], [1, 2]], "reference": "2*(2-x)*x", "classes": 14, "base_pass1": 0.03516},
+    {"name": "t08", "examples": [[1, 4], [2, 4]], "reference": "(3-x)*2*x", "classes": 3, "base_pass1": 0.02734},
+    {"name": "t09", "examples": [[1, -2], [3, 0]], "reference": "x-3", "classes": 3, "base_pass1": 0.02734},
+    {"name": "t10", "examples": [[0, -1], [1, -1]], "reference": "x-1-x", "classes": 3, "base_pass1": 0.02734},
+    {"name": "t11", "examples": [[0, -3], [1, -2]], "reference": "x-3", "classes": 5, "base_pass1": 0.02344},
+    {"name": "t13", "examples": [[0, -2], [1, -1]], "reference": "x+x-1*2-x", "classes": 4, "base_pass1": 0.01953},
+    {"name": "t14", "examples": [[0, 0], [3, 0]], "reference": "(x-3)*x*2", "classes": 9, "base_pass1": 0.01953},
+    {"name": "t15", "examples": [[0, 2], [1, 1]], "reference": "2-x*(2-x)", "classes": 6, "base_pass1": 0.01953},
+    {"name": "t16", "examples": [[0, -3], [2, -3]], "reference": "x-3-x", "classes": 3, "base_pass1": 0.01172},
+    {"name": "t18", "examples": [[0, -2], [1, -2]], "reference": "x-2-x", "classes": 4, "base_pass1": 0.00781},
+    {"name": "t19", "examples": [[0, 0], [2, 8]], "reference": "x*(3-x+3)", "classes": 6, "base_pass1": 0.00781},
+    {"name": "t20", "examples": [[0, 1], [1, 0]], "reference": "x+1-x*x*2", "classes": 6, "base_pass1": 0.00781},
+    {"name": "t21", "examples": [[0, 0], [1, -2]], "reference": "(x-3)*x", "classes": 9, "base_pass1": 0.00391},
+    {"name": "t23", "examples": [[0, 0], [1, -1]], "reference": "1-1-x*x*x", "classes": 10, "base_pass1": 0.00391},
+    {"name": "t24", "examples": [[0, 0], [1, 4]], "reference": "x*x*x*3+x", "classes": 11, "base_pass1": 0.00391},
+    {"name": "t25", "examples": [[0, 1], [1, 2]], "reference": "1+x*(2-x)", "classes": 6, "base_pass1": 0.00391},
+    {"name": "t26", "examples": [[0, 3], [1, 5]], "reference": "3*x-x*x+3", "classes": 6, "base_pass1": 0.00391},
+    {"name": "t28", "examples": [[0, 0], [3, 18]], "reference": "1*x*x*2", "classes": 7, "base_pass1": 0.00313},
+    {"name": "t29", "examples": [[0, 0], [2, -2]], "reference": "(x-3)*x", "classes": 5, "base_pass1": 0.00234},
+    {"name": "t30", "examples": [[0, 1], [1, -1]], "reference": "1-x*(1+x)", "classes": 6, "base_pass1": 0.00156},
+    {"name": "t31", "examples": [[0, -1], [1, -2]], "reference": "x*x-1-x*2", "classes": 5, "base_pass1": 0.00156},
+    {"name": "t33", "examples": [[0, 0], [5, -30]], "reference": "(x-x*3)*3", "classes": 4, "base_pass1": 0.00078},
+    {"name": "t34", "examples": [[0, 4], [1, 5]], "reference": "1+3+x*x*x", "classes": 3, "base_pass1": 0.00078},
+    {"name": "t35", "examples": [[1, -4], [4, 8]], "reference": "(x-3)*x*2", "classes": 3, "base_pass1": 0.0},
+    {"name": "t36", "examples": [[2, 4], [3, 0]], "reference": "3*2-x*x+x", "classes": 4, "base_pass1": 0.0},
+    {"name": "t38", "examples": [[0, -2], [1, -4]], "reference": "1-(3+x*2)", "classes": 3, "base_pass1": 0.0},
+    {"name": "t39", "examples": [[0, 0], [3, -21]], "reference": "x*(2-x*x)", "classes": 3, "base_pass1": 0.0},
+]
 INDEX = {t["name"]: i for i, t in enumerate(TARGETS)}
 PROBES = tuple(range(-4, 12))
 MAX_LEN = 9
