@@ -64,7 +64,7 @@ def run_one(plan: dict[str, Any]) -> dict[str, Any]:
     model, tok = load_policy(suite_base_dir(plan["seed"], CACHE))
     cfg = LoopConfig(objective=objective, reward=reward, samples=plan["samples"], lr=plan["lr"],
                      group=plan["group"], groups_per_step=plan["groups_per_step"], checkpoints=plan["checkpoints"],
-                     seed=plan["seed"])
+                     seed=plan["seed"], trainer={"beta": plan["beta"]} if plan["beta"] else {})
     result = SuiteLoop(load_targets(), model, tok, cfg).run()
     # evaluation only, after training: the held-out targets
     from qdevolve.rl.tasks.suite_heldout import load_heldout
@@ -132,11 +132,12 @@ def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=4096, help="policy samples per run (every arm the same)")
+    ap.add_argument("--samples", type=int, default=2048, help="policy samples per run (every arm the same)")
     ap.add_argument("--points", type=int, default=8, help="curve checkpoints (evenly spaced)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta", type=float, default=0.0, help="KL coefficient to the base policy (k3 per token)")
     ap.add_argument("--group", type=int, default=8, help="children per parent (the RL group)")
     ap.add_argument("--groups-per-step", type=int, default=8, help="groups per trainer step")
     ap.add_argument("--heldout-n", type=int, default=64, help="samples per held-out target for pass@k")
@@ -174,7 +175,7 @@ def main() -> None:
     build_s = time.time() - t_build
     step = max(1, args.samples // args.points)
     checkpoints = [step * (i + 1) for i in range(args.points)]
-    plans = [{"arm": a, "seed": s, "samples": args.samples, "lr": args.lr, "group": args.group,
+    plans = [{"arm": a, "seed": s, "samples": args.samples, "lr": args.lr, "beta": args.beta, "group": args.group,
               "groups_per_step": args.groups_per_step, "checkpoints": checkpoints, "heldout_n": args.heldout_n,
               "heldout_samples": args.heldout_samples} for s in seeds for a in arms]
     t0, load0 = time.time(), os.getloadavg()
