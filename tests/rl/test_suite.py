@@ -21,6 +21,7 @@ from qdevolve.rl.tasks.suite_heldout import load_heldout
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_suite_has_32_graded_underdetermined_targets():
     train, held = load_targets(), load_heldout()
     assert len(train) >= 32 and len(held) >= 4
@@ -55,6 +56,7 @@ def test_targets_from_json_names_the_bad_row():
         targets_from_json([{"examples": [[0, 0]]}], "f.json")
 
 
+@pytest.mark.slow
 def test_suite_edit_prompts_show_examples_parent_and_bits():
     from qdevolve.rl.tasks import get_task
 
