@@ -155,7 +155,11 @@ def main() -> None:
         reports = [json.loads(Path(p).read_text()) for p in args.merge.split(",")]
         report = dict(reports[0])
         report["runs"] = [r for rep in reports for r in rep["runs"]]
+        report["seeds"] = list(dict.fromkeys(s for rep in reports for s in rep["seeds"]))
         report["wall_s"] = sum(rep["wall_s"] for rep in reports)
+        report["base_build_s"] = sum(rep.get("base_build_s", 0.0) for rep in reports)
+        report["load_end"] = reports[-1].get("load_end", [])
+        report["command"] = " + ".join(rep.get("command", "") for rep in reports)
         report["date"] = f"{reports[0]['date']} to {reports[-1]['date']}"
         write(report, Path(args.out))
         return
