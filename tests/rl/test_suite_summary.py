@@ -42,3 +42,18 @@ def test_summary_prints_targets_solved_per_version():
     buf = io.StringIO()
     print_summary(s, Console(file=buf, width=200))
     assert "targets solved per policy version" in buf.getvalue() and "v0:2 v1:5" in buf.getvalue()
+
+
+def test_prompt_template_reads_one_artifact_of_the_parent():
+    import numpy as np
+
+    from qdevolve.mutation.base import MutationContext
+    from qdevolve.mutation.policy import PolicyMutation
+    from qdevolve.types import Program
+
+    op = PolicyMutation(prompt_template="{artifact[examples]}|{parent}|{tests}:",
+                        block_template='EXPR = "{completion}"\n')
+    parent = Program(code='TARGET = "t01"\n# EVOLVE-BLOCK-START\nEXPR = "x+1"\n# EVOLVE-BLOCK-END\n')
+    res = EvalResult(score=0.5, tests=[1.0, 0.0], artifacts={"examples": "0>1,2>5", "target": "t01"})
+    ctx = MutationContext(rng=np.random.default_rng(0), parent_result=res)
+    assert op.render_prompt(parent, ctx) == "0>1,2>5|x+1|10:"
