@@ -1,4 +1,5 @@
-"""The joined system on ``examples/expr_evolution``: does the training objective of the
+"""The joined system on ``examples/expr_evolution`` (one target; its successor on a 32-target
+problem suite with one shared policy is ``benchmarks/bench_suite.py``): does the training objective of the
 mutation policy change how many *differently shaped* correct programs the archive keeps?
 
 The policy is the ``policy`` operator over the tiny ``expr_edit`` model (pre-trained on

@@ -81,6 +81,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     for model, u in (summary.stats.get("usage") or {}).get("models", {}).items():  # budget meter totals
         t.add_row(Text(f"model {terminal_safe_line(model)}"),
                   f"{u['calls']} calls, {u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}")
+    solved = summary.stats.get("targets_solved_per_version")
+    if solved:  # train.solved_by: a problem suite's targets solved per policy version
+        t.add_row("targets solved per policy version", " ".join(f"v{v}:{n}" for v, n in solved))
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     training = getattr(summary, "training", None)

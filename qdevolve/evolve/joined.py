@@ -49,7 +49,10 @@ and one prompt form one group (ThetaEvolve samples 16, TTT-Discover 64).
 directory, or ``vllm:PATH``), ``task`` (the tiny policy's task, default ``expr_dsl``),
 ``objective`` (``{type: ips, ...}``), ``every``, ``reward``, ``invalid_reward``,
 ``cluster``, ``shaping``, ``outcome`` (IPS's outcome identity: ``text`` of the completion or its
-``behaviour``), ``correct_threshold`` (reward counted as correct for D_n), ``trainer``
+``behaviour``), ``correct_threshold`` (reward counted as correct for D_n), ``solved_by`` (a feature naming the
+problem a program solves, e.g. ``target`` in a problem suite: every policy version's metrics
+then carry ``targets_solved``, the problems with a program scoring at least
+``correct_threshold`` so far, shown per version in the run summary), ``trainer``
 (:class:`qdevolve.rl.config.TrainerConfig` fields), ``operator`` (options of the
 ``policy`` mutation operator: ``prompt_template``, ``block_template``, ``temperature``...).
 """
@@ -95,6 +98,7 @@ class TrainSettings:
     shaping: dict[str, Any] | None = None
     checkpoint_dir: str | None = None  # policy weights: qdevolve.rl.checkpoints.policy_dir
     max_samples: int | None = None
+    solved_by: str | None = None  # a feature naming a program's problem: versions count problems solved
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "train") -> TrainSettings:
@@ -200,6 +204,8 @@ class JoinedListener:
         self.n_tests = 1  # width of the reward vector: the number of tests, once a result has them
         self.evals_since_step = 0
         self.train_log: list[dict[str, Any]] = []
+        self.solved: set[Any] = set()  # train.solved_by: problems with a correct program so far
+        self._solved_pending: dict[str, Any] = {}  # program id -> problem, until the engine stores it
         self.samples = 0  # rollouts rewarded this session, copies included (train.max_samples)
         self.stop_reason: str | None = None
         self.es = None
@@ -310,7 +316,16 @@ class JoinedListener:
         else:  # failed programs score every test as the gated reward, so vectors line up
             vector = [scalar] * self.n_tests
         text = program.metadata.get("completion") or program.code
+        self._note_solved(program, result)
         return Reward(scalar, vector, self.cluster_key(program, result, events, text))
+
+    def _note_solved(self, program: Program, result: EvalResult) -> None:
+        """``train.solved_by``: the problem of a correct program, counted as solved once the
+        engine has stored the program (:meth:`count_reward`)."""
+        key = self.settings.solved_by
+        if key and result.status == "ok" and result.score is not None \
+                and result.score >= self.settings.correct_threshold and key in result.features:
+            self._solved_pending[program.id] = result.features[key]
 
     def duplicate_reward(self, program: Program, original: Program, result: EvalResult) -> Reward:
         """The reward of a copy the engine does not store: the copied program's reward, shaped
@@ -328,6 +343,9 @@ class JoinedListener:
         ES member (called by the engine after the commit)."""
         scalar = reward.reward if reward.reward is not None else self.settings.invalid_reward
         self.samples += 1
+        solved = self._solved_pending.pop(program.id, None)
+        if solved is not None:
+            self.solved.add(solved)
         limit = self.settings.max_samples
         if limit is not None and self.samples >= int(limit) and self.stop_reason is None:
             self.stop_reason = f"train.max_samples: {self.samples} samples drawn"
@@ -367,6 +385,8 @@ class JoinedListener:
                 t0 = time.perf_counter()
                 metrics = self.es.update()
                 metrics["step_seconds"] = time.perf_counter() - t0
+                if self.settings.solved_by:
+                    metrics["targets_solved"] = float(len(self.solved))
                 self.trainer.global_step += 1
                 self.trainer.es.global_step = self.trainer.global_step
                 version = await loop.run_in_executor(None, lambda: self.trainer.save_version(metrics=metrics))
@@ -390,6 +410,8 @@ class JoinedListener:
             metrics["step_seconds"] = time.perf_counter() - t0
             metrics.update(self.groups.diversity(groups))
             metrics["groups"] = len(groups)
+            if self.settings.solved_by:
+                metrics["targets_solved"] = float(len(self.solved))
             version = await loop.run_in_executor(None, lambda: self.trainer.save_version(
                 metrics=metrics, extra_state={"joined": {"last_seq": last}}))
             inner = self.backend.inner

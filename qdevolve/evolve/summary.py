@@ -91,6 +91,10 @@ def summarize(evo: Any, elapsed: float) -> RunSummary:
     stats = dict(evo.archive.stats())
     if evo.novelty is not None:
         stats["novelty_rejected"] = evo.novelty.rejected
+    log = getattr(getattr(evo, "listener", None), "train_log", None)
+    if log and any("targets_solved" in row for row in log):  # train.solved_by: problems solved per version
+        stats["targets_solved_per_version"] = [(row["version"], int(row["targets_solved"]))
+                                               for row in log if "targets_solved" in row]
     if evo.budget.tokens:
         stats["usage"] = evo.budget.state()
     training = None

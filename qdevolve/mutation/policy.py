@@ -9,7 +9,9 @@ on the program it mutates:
 * ``{parent_block}``: the EVOLVE-BLOCK text; ``{parent_code}``: the whole program;
 * ``{tests}``: the parent's per-test pass bits, one character per test (``1`` for a
   result >= 0.5, else ``0``; empty when the evaluator reports no tests);
-* ``{score}``, ``{metrics}`` (JSON), ``{artifacts}`` (``key: value`` lines).
+* ``{score}``, ``{metrics}`` (JSON), ``{artifacts}`` (``key: value`` lines);
+  ``{artifact[NAME]}``: the parent's artifact ``NAME`` alone (e.g. a problem suite's
+  examples, so one run's prompts differ per problem).
 
 The backend samples ``context.n`` completions of that one prompt (one RL group: G children
 of the same parent and prompt); each completion is cleaned (cut at the first stop string)
@@ -84,7 +86,8 @@ class PolicyMutation:
             parent=self.parent_text(block), parent_code=parent.code, parent_block=block, tests=tests,
             score="" if res is None or res.score is None else f"{res.score:.6g}",
             metrics="" if res is None else json.dumps(res.metrics, sort_keys=True),
-            artifacts="" if res is None else "\n".join(f"{k}: {v}" for k, v in res.artifacts.items()))
+            artifacts="" if res is None else "\n".join(f"{k}: {v}" for k, v in res.artifacts.items()),
+            artifact={} if res is None else dict(res.artifacts))
 
     def clean(self, text: str) -> str:
         cut = len(text)

@@ -50,7 +50,8 @@
       ...["loss", "kl", "entropy", "D_n", "pass@1"].map(k => el("td", {class: "num", text: fmt(r[k], 4)})),
       el("td", {class: "num", text: r.rollouts}),
       el("td", {class: "num"}, el("a", {href: "/runs/" + encodeURIComponent(runId) + "?pv=" + r.version, text: r.programs})),
-      el("td", {class: "num", text: r.ok}), el("td", {class: "num", text: fmt(r.best_score)}))));
+      el("td", {class: "num", text: r.ok}), el("td", {class: "num", text: fmt(r.best_score)}),
+      el("td", {class: "num", text: fmt((r.metrics || {}).targets_solved)}))));  // train.solved_by (a problem suite)
     renders += 1;
     document.body.dataset.policyReady = String(renders);
     document.body.dataset.policyVersions = String(rows.length);
