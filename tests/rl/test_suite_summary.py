@@ -9,29 +9,41 @@ from rich.console import Console
 from qdevolve.evolve.display import print_summary
 from qdevolve.evolve.joined import JoinedListener, TrainSettings
 from qdevolve.evolve.summary import RunSummary
-from qdevolve.types import EvalResult
+from qdevolve.evolve.listener import Reward
+from qdevolve.types import EvalResult, Program
 
 
 def _listener(**train) -> JoinedListener:
     lis = JoinedListener.__new__(JoinedListener)
     lis.settings = TrainSettings.from_dict({"solved_by": "target", **train})
     lis.solved = set()
+    lis._solved_pending = {}
+    lis.samples, lis.stop_reason, lis.es = 0, None, None
     return lis
+
+
+def _told(lis: JoinedListener, result: EvalResult, *, stored: bool = True) -> None:
+    """What the engine does for one child: the reward, then (once stored) the count."""
+    program = Program(code="x")
+    lis._note_solved(program, result)
+    if stored:
+        lis.count_reward(program, Reward(result.score, None, ""))
 
 
 def test_correct_programs_count_their_target_once():
     lis = _listener()
-    lis._note_solved(EvalResult(score=1.0, features={"target": 3.0}))
-    lis._note_solved(EvalResult(score=1.0, features={"target": 3.0}))
-    lis._note_solved(EvalResult(score=0.5, features={"target": 4.0}))   # not correct
-    lis._note_solved(EvalResult(status="error", score=1.0, features={"target": 5.0}))
-    lis._note_solved(EvalResult(score=1.0, features={"target": 7.0}))
+    _told(lis, EvalResult(score=1.0, features={"target": 3.0}))
+    _told(lis, EvalResult(score=1.0, features={"target": 3.0}))
+    _told(lis, EvalResult(score=0.5, features={"target": 4.0}))   # not correct
+    _told(lis, EvalResult(status="error", score=1.0, features={"target": 5.0}))
+    _told(lis, EvalResult(score=1.0, features={"target": 7.0}))
+    _told(lis, EvalResult(score=1.0, features={"target": 9.0}), stored=False)  # its commit failed
     assert lis.solved == {3.0, 7.0}
 
 
 def test_without_solved_by_nothing_is_counted():
     lis = _listener(solved_by=None)
-    lis._note_solved(EvalResult(score=1.0, features={"target": 3.0}))
+    _told(lis, EvalResult(score=1.0, features={"target": 3.0}))
     assert lis.solved == set()
 
 
