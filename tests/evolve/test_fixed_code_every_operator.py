@@ -13,8 +13,8 @@ import pytest
 
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.mutation.base import Candidate
 from qdevolve.mutation.diff import DiffMutation
 

@@ -19,9 +19,9 @@ from rich.console import Console
 
 from qdevolve.cli._db import check_new_run
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.display import print_summary
-from qdevolve.evolve.ledger import RunLedger
-from qdevolve.evolve.summary import RunSummary
+from qdevolve.evolve.report.display import print_summary
+from qdevolve.evolve.report.ledger import RunLedger
+from qdevolve.evolve.report.summary import RunSummary
 from qdevolve.types import EvalResult
 
 from .conftest import QDEVOLVE, write_example

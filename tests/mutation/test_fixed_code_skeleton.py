@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.evolve.hooks import fixed_code_checked
+from qdevolve.evolve.core.hooks import fixed_code_checked
 from qdevolve.mutation.base import MutationContext
 from qdevolve.mutation.blocks import block_texts, edits_inside_blocks
 from qdevolve.mutation.fixed_code import fixed_code_violation, skeleton_change

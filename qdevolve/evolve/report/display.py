@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qdevolve.db._open import display_target
-from qdevolve.evolve.ledger import RunLedger
+from qdevolve.evolve.report.ledger import RunLedger
 from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["ProgressDisplay", "print_summary"]
@@ -24,7 +24,7 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
                     stats: Callable[[], dict[str, Any]] | None = None) -> Iterator[Callable[[], None]]:
     """Context manager yielding a callback that refreshes the bar after each evaluation.
 
-    It reads the run's :class:`~qdevolve.evolve.ledger.RunLedger` (and the archive's
+    It reads the run's :class:`~qdevolve.evolve.report.ledger.RunLedger` (and the archive's
     ``stats()`` for coverage) and nothing else of the engine.
     """
     if not enabled:
@@ -85,7 +85,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     training = getattr(summary, "training", None)
     if training is not None:
-        from qdevolve.evolve.summary_rows import training_rows
+        from qdevolve.evolve.report.summary_rows import training_rows
 
         for what, value in training_rows(training):
             t.add_row(what, value)
