@@ -11,7 +11,7 @@ from typing import Any
 
 from qdevolve.evolve.core.breeder import ChildPlan
 from qdevolve.evolve.core.hooks import DuplicateRewarding
-from qdevolve.evolve.training.listener import RewardCounting
+from qdevolve.evolve.training import RewardCounting
 
 __all__ = ["tell_copies"]
 

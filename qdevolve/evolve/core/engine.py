@@ -50,14 +50,11 @@ from qdevolve.evolve.core.hooks import (
 from qdevolve.evolve.core.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
 from qdevolve.evolve.core.record import TellRecord
 from qdevolve.evolve.core.run_state import counters_state, restore_counters
-from qdevolve.evolve.executors.base import WorkerLost
+from qdevolve.evolve.executors import WorkerLost
 from qdevolve.evolve.executors.local import make_sandbox
-from qdevolve.evolve.report.ledger import RunLedger
-from qdevolve.evolve.report.summary import RunSummary, summarize
-from qdevolve.evolve.setup.budget import BudgetMeter
-from qdevolve.evolve.setup.config import RunConfig
-from qdevolve.evolve.setup.example import Example
-from qdevolve.evolve.training.listener import RewardCounting, TrainingListener, score_reward
+from qdevolve.evolve.report import RunLedger, RunSummary, summarize
+from qdevolve.evolve.setup import BudgetMeter, Example, RunConfig
+from qdevolve.evolve.training import RewardCounting, TrainingListener, score_reward
 from qdevolve.mutation.base import Candidate
 from qdevolve.textsafe import terminal_safe_line
 from qdevolve.types import ArchiveEvent, EvalResult, Program
@@ -80,7 +77,7 @@ class Evolution:
         self.progress, self.console = progress, console
         if plugins is None:
             plugins = EnginePlugins.build(config)
-            from qdevolve.evolve.setup.plugin_files import current_plugin_files
+            from qdevolve.evolve.setup import current_plugin_files
 
             plugins.plugin_files = tuple(Path(pf["path"]) for pf in current_plugin_files(store.plugin_files(run_id)))
         self.plugins = plugins
@@ -175,7 +172,7 @@ class Evolution:
         """Continue a stored run from the database alone (``iterations``: the new total budget;
         ``executor_options``: replace these of the stored executor options, e.g. a Ray
         cluster's new address)."""
-        from qdevolve.evolve.setup.example import load_example
+        from qdevolve.evolve.setup import load_example
 
         run = store.get_run(run_id)
         config = RunConfig.from_dict(run["config"])
@@ -416,7 +413,7 @@ class Evolution:
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunSummary:
         """Run until the budget (``config.iterations`` children), the wall time or a stop."""
-        from qdevolve.evolve.report.display import ProgressDisplay
+        from qdevolve.evolve.report import ProgressDisplay
 
         lease = self.store.lease(self.run_id).acquire()  # one writer per run: refuses while another lives
         self.store.update_run(self.run_id, status="running")
@@ -493,7 +490,7 @@ class _Undo:
 def _default_listener(store: LineageStore, run_id: str, config: RunConfig) -> TrainingListener | None:
     if not config.train:
         return None
-    from qdevolve.evolve.training.joined import JoinedListener
+    from qdevolve.evolve.training import JoinedListener
 
     return JoinedListener(store, run_id, config)
 

@@ -10,9 +10,8 @@ import numpy as np
 
 from qdevolve import registry
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.executors.base import EvalJob, Executor
-from qdevolve.evolve.setup.config import RunConfig
-from qdevolve.evolve.setup.example import Example
+from qdevolve.evolve.executors import EvalJob, Executor
+from qdevolve.evolve.setup import Example, RunConfig
 from qdevolve.mutation.base import Mutation
 from qdevolve.types import EvalResult, Program
 
@@ -35,7 +34,7 @@ def make_limits(limits: dict[str, Any]) -> Any:
         if isinstance(kw.get("env_allow"), list):
             kw["env_allow"] = tuple(kw["env_allow"])
         if "env" in kw:  # extra environment for the evaluator: validated names and values
-            from qdevolve.evolve.setup.validate import sandbox_env
+            from qdevolve.evolve.setup import sandbox_env
 
             kw["env"] = sandbox_env(kw["env"])
         return SandboxLimits(**kw)
@@ -131,7 +130,7 @@ class EnginePlugins:
         carries the traceback's last frames and the ``qdevolve sandbox exec`` command that
         reproduces it (:mod:`qdevolve.evolve.setup.seed_failure`)."""
         if result.status != "ok" or result.score is None:
-            from qdevolve.evolve.setup.seed_failure import seed_failure
+            from qdevolve.evolve.setup import seed_failure
 
             raise seed_failure(example.seed_path, example.evaluator_path, result, sandbox_type=self.sandbox_type,
                                limits=self.limits, cascade=self.cascade,

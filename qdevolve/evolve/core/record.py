@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qdevolve.db.records import EdgeRecord, EvaluationRecord
-from qdevolve.evolve.training.listener import Reward
+from qdevolve.evolve.training import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout
 
 __all__ = ["TellRecord"]

@@ -107,7 +107,7 @@ def _record(evo: Any, led: Any) -> str | None:
     record = getattr(evo.config, "record", None)
     if not record:
         return None
-    from qdevolve.evolve.setup.best_known import record_line
+    from qdevolve.evolve.setup import record_line
 
     best = led.best_score
     if record.get("metric") and led.best_id:

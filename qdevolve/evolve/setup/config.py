@@ -180,10 +180,10 @@ def _mapping(where: str, path: str, value: Any) -> dict[str, Any]:
 def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunConfig:
     """Validate a loaded YAML mapping (native or OpenEvolve) into a :class:`RunConfig`."""
     data = _mapping(where, "<top level>", data)
-    from qdevolve.evolve.compat.shinka_compat import looks_like_shinka, map_shinka  # compat hook
+    from qdevolve.evolve.compat import looks_like_shinka, map_shinka  # compat hook
 
     if any(k in data for k in OPENEVOLVE_KEYS) and not any(k in data for k in ("run", "archive", "mutation")):
-        from qdevolve.evolve.compat.openevolve_compat import map_openevolve
+        from qdevolve.evolve.compat import map_openevolve
 
         data = map_openevolve(data, where=where)
     elif looks_like_shinka(data) and not any(k in data for k in ("run", "archive", "mutation")):

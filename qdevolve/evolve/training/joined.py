@@ -65,7 +65,7 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.setup.config import RunConfig
+from qdevolve.evolve.setup import RunConfig
 from qdevolve.evolve.training.joined_backend import LockedBackend, StoredBefore
 from qdevolve.evolve.training.listener import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program
