@@ -13,9 +13,10 @@ from qdevolve.errors import ConfigError
 from qdevolve.evolve.executors import EvalJob, Executor
 from qdevolve.evolve.setup import Example, RunConfig
 from qdevolve.mutation.base import Mutation
+from qdevolve.sandbox import resolve_sandbox
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["EnginePlugins", "RewardReporting", "build_backend", "make_limits", "resolve_sandbox"]
+__all__ = ["EnginePlugins", "RewardReporting", "build_backend", "make_limits"]
 
 
 @runtime_checkable
@@ -46,17 +47,6 @@ def make_limits(limits: dict[str, Any]) -> Any:
         known = [f.name for f in fields(SandboxLimits)]
         hint = did_you_mean([k for k in limits if k not in known], known)
         raise ConfigError(f"limits: {exc}" + (f"; {hint}" if hint else "")) from None
-
-
-def resolve_sandbox(spec: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox spec with ``auto`` resolved to the best sandbox available here."""
-    from qdevolve.sandbox import best_available
-
-    spec = dict(spec)
-    if spec.get("type", "auto") == "auto":
-        spec["type"] = best_available()
-    registry.sandbox.get(spec["type"])  # an unknown name fails here, naming the available ones
-    return spec
 
 
 def build_backend(config: RunConfig) -> Any:
