@@ -59,8 +59,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     """The end-of-run table: where the database is and how to inspect it."""
     console = console or Console()
     t = Table(title="qdevolve run summary", show_header=False)
-    t.add_column("what", style="bold")
-    t.add_column("value")
+    t.add_column("what", style="bold", no_wrap=True)
+    t.add_column("value", overflow="fold")  # a long path or model name wraps whole, never cut with '…'
+
     t.add_row("database", terminal_safe_line(display_target(str(summary.db))))
     t.add_row("run", summary.run_id)
     t.add_row("evaluations", f"{summary.evaluations} (budget {summary.budget} children + seed)")
@@ -79,8 +80,8 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
             v = summary.stats[key]
             t.add_row(key, f"{v:.4g}" if isinstance(v, float) else str(v))
     for model, u in (summary.stats.get("usage") or {}).get("models", {}).items():  # budget meter totals
-        t.add_row(Text(f"model {terminal_safe_line(model)}"),
-                  f"{u['calls']} calls, {u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}")
+        t.add_row("model", Text(f"{terminal_safe_line(model)}: {u['calls']} calls, "
+                                f"{u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}"))
     t.add_row("by status", " ".join(f"{k}:{v}" for k, v in sorted(summary.by_status.items())))
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     training = getattr(summary, "training", None)
