@@ -187,7 +187,7 @@ class LineageStore:
             run_id: Needed for ``state``; other rows carry their run id or take their program's.
             programs: New programs; an edge is written for each parent (role ``crossover``
                 for two or more parents, else ``mutation``; ``metadata["edge_role"]`` overrides).
-            evaluations: :class:`EvaluationRecord` (or the older ``(program_id, result[, sandbox])``).
+            evaluations: :class:`EvaluationRecord` (or a ``(program_id, result[, sandbox])`` tuple).
             edges: Extra :class:`EdgeRecord` rows, e.g. ``inspiration`` (or ``(parent, child, role)``).
             events: Archive events.
             rollouts: Model completions (with their reward, when known).
