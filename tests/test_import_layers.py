@@ -107,7 +107,7 @@ EVOLVE_HEADING = "## Packages of `evolve/`"
 
 def test_every_module_of_evolve_is_in_a_layered_sub_package() -> None:
     layers = _layers(EVOLVE_HEADING)
-    loose = sorted(p.name for p in EVOLVE.glob("*.py"))
+    loose = sorted(p.name for p in EVOLVE.glob("*.py") if p.name != "__init__.py")
     assert not loose, f"modules directly in qdevolve/evolve/ (put each in a sub-package): {loose}"
     subs = {p.name for p in EVOLVE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     no_door = sorted(s for s in subs if not (EVOLVE / s / "__init__.py").exists())
