@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 
 SEED = "# EVOLVE-BLOCK-START\nA = 0.5\nB = 2.0\n# EVOLVE-BLOCK-END\n\n\ndef value():\n    return -(A - 3) ** 2 - (B + 1) ** 2\n"
 EVALUATOR = '''import importlib.util

@@ -60,8 +60,8 @@ def _cpu() -> float:
 def run_qdevolve(url: str, iterations: int, workdir: Path, concurrency: int, workers: int,
                  sandbox: dict | None = None) -> dict:
     from qdevolve.db import LineageStore
-    from qdevolve.evolve.engine import Evolution
-    from qdevolve.evolve.example import load_example
+    from qdevolve.evolve.core.engine import Evolution
+    from qdevolve.evolve.setup.example import load_example
 
     ex = load_example(EXAMPLE)
     cfg = ex.config.with_overrides(

@@ -24,8 +24,8 @@ from rich.table import Table
 
 from qdevolve import registry
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.types import EvalResult
 
 ROOT = Path(__file__).resolve().parents[1]

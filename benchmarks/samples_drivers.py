@@ -101,8 +101,8 @@ def _write_evaluator(task: Path, out: Path, shinka: bool = False) -> Path:
 
 def run_qdevolve(a: argparse.Namespace) -> None:
     from qdevolve.db import LineageStore
-    from qdevolve.evolve.engine import Evolution
-    from qdevolve.evolve.example import load_example
+    from qdevolve.evolve.core.engine import Evolution
+    from qdevolve.evolve.setup.example import load_example
 
     ex = load_example(a.task)
     overrides = json.loads(a.qd_overrides or "{}")

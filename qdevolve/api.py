@@ -78,7 +78,7 @@ class EvolutionResult:
 
 def _read_source(value: ProgramSource, what: str) -> tuple[str, str | None, Path | None]:
     """``(code, language or None, path or None)`` of a path or a source string."""
-    from qdevolve.evolve.example import read_program
+    from qdevolve.evolve.setup import read_program
 
     if isinstance(value, Path) or (isinstance(value, str) and "\n" not in value and Path(value).suffix
                                    and (Path(value).exists() or Path(value).suffix in _EXTENSIONS)):
@@ -125,12 +125,12 @@ def _evaluator_source(evaluator: ProgramSource | Callable[..., Any]) -> str:
 
 
 def _config_text(config: Any) -> str | None:
-    from qdevolve.evolve.config import RunConfig
+    from qdevolve.evolve.setup import RunConfig
 
     if config is None:
         return None
     if isinstance(config, (str, Path)) and not (isinstance(config, str) and "\n" in config):
-        from qdevolve.evolve.validate import read_config_yaml
+        from qdevolve.evolve.setup import read_config_yaml
 
         return yaml.safe_dump(read_config_yaml(config), sort_keys=False)
     if isinstance(config, str):
@@ -179,7 +179,7 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
         evaluator: A path to ``evaluator.py``, its source text, or a plain function
             ``evaluate(program_path) -> dict`` (shipped into the sandbox by its source).
         config: A config file path, YAML text, a dict (native or OpenEvolve layout) or a
-            :class:`~qdevolve.evolve.config.RunConfig`; ``None`` for the defaults.
+            :class:`~qdevolve.evolve.setup.config.RunConfig`; ``None`` for the defaults.
         db: The database path (default ``archives/api-<time>.sqlite``); must not exist.
         iterations, seed, workers, sandbox: Override the config's values.
         language: The seeds' language when they are given as text (default: the language of
@@ -190,9 +190,8 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
         QdevolveError: bad input (one line, nothing created), or a failing seed.
     """
     from qdevolve.db import LineageStore
-    from qdevolve.evolve.engine import Evolution
-    from qdevolve.evolve.example import load_example
-    from qdevolve.evolve.validate import check_start
+    from qdevolve.evolve.core import Evolution
+    from qdevolve.evolve.setup import check_start, load_example
 
     items = list(initial_program) if isinstance(initial_program, (list, tuple)) else [initial_program]
     if not items:
@@ -229,7 +228,7 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
         cfg = example.config.with_overrides(**overrides)
         if cfg.name is None:
             cfg = cfg.with_overrides(name=db_path.stem)
-        from qdevolve.evolve.trust import Trust
+        from qdevolve.evolve.setup import Trust
 
         check_start(example, cfg, db_path, trust=Trust(everything=True))  # the caller's own config
         store = LineageStore(db_path, create=True)

@@ -156,12 +156,3 @@ class ModelChooser:
             except (TypeError, ValueError) as exc:
                 raise QdevolveError(f"ensemble state: 'rng' is not a random.Random state ({exc})") from None
         self.counts, self.sums = new_counts, new_sums
-
-    # Earlier names of state()/restore(), kept for callers of the 0.x API.
-    def state_dict(self) -> dict[str, Any]:
-        """Same as :meth:`state`."""
-        return self.state()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Same as :meth:`restore`."""
-        self.restore(state)

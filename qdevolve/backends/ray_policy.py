@@ -3,7 +3,7 @@
 With ``--executor ray`` the model that proposes mutations can live on the cluster too: a
 *policy server* actor (a detached, named Ray actor) holds the real backend (``transformers``
 on CPU, ``vllm`` on a GPU node) and every controller that names the same actor samples from
-it. The joined trainer (:class:`qdevolve.evolve.joined.JoinedListener`) updates it after each
+it. The joined trainer (:class:`qdevolve.evolve.training.joined.JoinedListener`) updates it after each
 step: :meth:`RayPolicyBackend.load_policy` pushes the new weights through the Ray object
 store (``transfer: weights``, the default for ``transformers``: the state dict read from the
 saved version is ``ray.put`` once and loaded by the actor, no shared file system needed) or

@@ -24,7 +24,7 @@ from qdevolve.archive.replay import Replay
 from qdevolve.cli._db import db_option, shown
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.archive_rebuild import (
+from qdevolve.evolve.core import (
     rebuild,
 )
 from qdevolve.textsafe import terminal_safe_line as _safe

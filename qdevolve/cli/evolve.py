@@ -1,7 +1,7 @@
 """``qdevolve run`` and ``qdevolve resume``: the main job.
 
-The options that set :class:`~qdevolve.evolve.config.RunConfig` fields are generated from
-the fields' metadata (:func:`~qdevolve.evolve.config.cli_fields`), so the help text has one
+The options that set :class:`~qdevolve.evolve.setup.config.RunConfig` fields are generated from
+the fields' metadata (:func:`~qdevolve.evolve.setup.config.cli_fields`), so the help text has one
 source. A run stopped by :class:`~qdevolve.errors.RunAborted` exits 1 with its one-line
 message (resumable); a second writer of the same run exits 2 (:class:`~qdevolve.db.RunLocked`).
 """
@@ -18,7 +18,7 @@ from rich.console import Console
 from qdevolve.cli._db import check_new_run, db_option
 from qdevolve.db._open import is_url
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.config import cli_fields
+from qdevolve.evolve.setup import cli_fields
 from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["run", "resume"]
@@ -72,8 +72,8 @@ PLUGIN_SLOTS = {name for name, _flag, _kind, _help, plugin in cli_fields() if pl
 def budget_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--max-tokens``, ``--max-cost``, ``--max-wall-time`` (the config's ``budget`` limits);
     values arrive as text in ``budget_flags`` and are checked by
-    :func:`~qdevolve.evolve.budget.parse_budget_flag` (one line, exit 2)."""
-    from qdevolve.evolve.budget import BUDGET_FLAGS
+    :func:`~qdevolve.evolve.setup.budget.parse_budget_flag` (one line, exit 2)."""
+    from qdevolve.evolve.setup import BUDGET_FLAGS
 
     for key, flag, help_ in reversed(BUDGET_FLAGS):
         command = click.option(flag, "budget_" + key, default=None, metavar="N", help=help_)(command)
@@ -82,7 +82,7 @@ def budget_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _budget_flags(values: dict[str, Any]) -> dict[str, str | None]:
     """Pop the ``budget_*`` options out of ``values``: ``{max_tokens: text or None, ...}``."""
-    from qdevolve.evolve.budget import BUDGET_FLAGS
+    from qdevolve.evolve.setup import BUDGET_FLAGS
 
     # only the budget limits: RunConfig has other ``budget_*`` fields (``budget_pool``)
     return {key: values.pop("budget_" + key, None) for key, _flag, _help in BUDGET_FLAGS}
@@ -95,7 +95,7 @@ TRUST_HELP = ("Let the example directory's own config (for resume: the config an
 
 
 def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--trust KEY`` and ``--trust-config`` (:mod:`qdevolve.evolve.trust`)."""
+    """``--trust KEY`` and ``--trust-config`` (:mod:`qdevolve.evolve.setup.trust`)."""
     command = click.option("--trust-config", "trust_config", is_flag=True,
                            help="Trust every setting of this example directory (or, for resume, of the "
                                 "database), as if it were your own config.")(command)
@@ -103,8 +103,8 @@ def trust_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _trust(values: dict[str, Any]) -> Any:
-    """Pop ``--trust``/``--trust-config`` out of ``values``: a :class:`~qdevolve.evolve.trust.Trust`."""
-    from qdevolve.evolve.trust import Trust
+    """Pop ``--trust``/``--trust-config`` out of ``values``: a :class:`~qdevolve.evolve.setup.trust.Trust`."""
+    from qdevolve.evolve.setup import Trust
 
     return Trust.of(everything=bool(values.pop("trust_config", False)), keys=values.pop("trust_keys", ()) or ())
 
@@ -149,19 +149,19 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     """Evolve a program from EXAMPLE_DIR (initial_program.py, evaluator.py, config.yaml)."""
     from qdevolve import registry
     from qdevolve.db import LineageStore
-    from qdevolve.evolve.display import print_summary
-    from qdevolve.evolve.engine import Evolution, default_db_path
-    from qdevolve.evolve.example import load_example
+    from qdevolve.evolve.core import Evolution, default_db_path
+    from qdevolve.evolve.report import print_summary
+    from qdevolve.evolve.setup import load_example
 
     console = Console(stderr=True)
-    from qdevolve.evolve.validate import check_plugin_file  # imported with a time bound
+    from qdevolve.evolve.setup import check_plugin_file  # imported with a time bound
 
     loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
     trust = _trust(config_values)
     example = load_example(example_dir, config_path=config_path, trust=trust)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
-    from qdevolve.evolve.budget import with_budget_flags
+    from qdevolve.evolve.setup import with_budget_flags
 
     budget = with_budget_flags(example.config.budget, _budget_flags(config_values))
     values = {k: v for k, v in config_values.items() if v is not None}
@@ -172,12 +172,12 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     if ray_address:
         config = _with_ray_address(config, ray_address)
     if policy or train_objective or train_every or objective_args or config.train:
-        from qdevolve.evolve.joined import apply_policy_options
+        from qdevolve.evolve.training import apply_policy_options
 
         config = apply_policy_options(config, policy=policy, objective=train_objective,
                                       every=train_every, objective_args=objective_args)
     db_target = db or str(default_db_path(example.directory))
-    from qdevolve.evolve.validate import check_start
+    from qdevolve.evolve.setup import check_start
 
     _warn(console, check_start(example, config, None if is_url(db_target) else Path(db_target), trust=trust))
     if config.backend is None and not config.mutation and not config.train:
@@ -204,8 +204,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
 def _store_limits(store: Any, run_id: str, flags: dict[str, str | None], wall: float | None) -> None:
     """Write resume's new limits into the run's stored config (under the run's lease, so a
     run another process is writing is refused before anything changes)."""
-    from qdevolve.evolve.budget import with_budget_flags
-    from qdevolve.evolve.config import RunConfig
+    from qdevolve.evolve.setup import RunConfig, with_budget_flags
 
     stored = dict(store.get_run(run_id)["config"])
     new = dict(stored, budget=with_budget_flags(stored.get("budget"), flags))
@@ -220,7 +219,7 @@ def _store_limits(store: Any, run_id: str, flags: dict[str, str | None], wall: f
 
 
 def _warn_budget(console: Console, budget: dict[str, Any] | None) -> None:
-    from qdevolve.evolve.budget import budget_warnings
+    from qdevolve.evolve.setup import budget_warnings
 
     for w in budget_warnings(budget):
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True, markup=True)
@@ -259,7 +258,7 @@ def _unreplaced_plugin_files(rows: list[dict[str, Any]], given: tuple[Path, ...]
     which the user passed no ``--plugin`` file of the same name or the same bytes."""
     import hashlib
 
-    from qdevolve.evolve.plugin_files import current_plugin_files
+    from qdevolve.evolve.setup import current_plugin_files
 
     names = {p.name for p in given}
     hashes = {hashlib.sha256(p.read_bytes()).hexdigest() for p in given if p.is_file()}
@@ -270,10 +269,10 @@ def _unreplaced_plugin_files(rows: list[dict[str, Any]], given: tuple[Path, ...]
 def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_address: str | None,
                         plugins: tuple[Path, ...] = ()) -> list[str]:
     """The stored config and ``--plugin`` files of a run need the same opt-ins as at ``run``:
-    a database may come from anyone (:func:`~qdevolve.evolve.trust.check_stored_trust`);
+    a database may come from anyone (:func:`~qdevolve.evolve.setup.trust.check_stored_trust`);
     ``--ray-address`` replaces the stored address, so that one is the user's."""
     from qdevolve.cli._db import shown
-    from qdevolve.evolve.trust import check_stored_trust
+    from qdevolve.evolve.setup import check_stored_trust
 
     where = f"{shown(db)}: run {rid[:12]}"
     config = dict(store.get_run(rid)["config"])
@@ -312,15 +311,15 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     limits are stored in the run's config. The run's ``--plugin`` files are loaded again
     (a changed file warns; a moved one is named: pass ``--plugin NEW_PATH``)."""
     from qdevolve.db import open_store
-    from qdevolve.evolve.display import print_summary
-    from qdevolve.evolve.engine import Evolution
+    from qdevolve.evolve.core import Evolution
+    from qdevolve.evolve.report import print_summary
 
     console = Console(stderr=True)
     if iterations is not None:  # checked before the run is opened: a bad budget costs nothing
-        from qdevolve.evolve.validate import check_iterations
+        from qdevolve.evolve.setup import check_iterations
 
         check_iterations(iterations, where="--iterations")
-    from qdevolve.evolve.budget import parse_budget_flag
+    from qdevolve.evolve.setup import parse_budget_flag
 
     flags = _budget_flags(budget_values)
     for key, text in flags.items():  # a bad value costs nothing: checked before the database opens
@@ -334,7 +333,7 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))
-    from qdevolve.evolve.plugin_files import reload_plugin_files
+    from qdevolve.evolve.setup import reload_plugin_files
 
     reload_plugin_files(store, rid, plugins,
                         warn=lambda m: console.print(f"[yellow]warning:[/] {terminal_safe_line(m)}",

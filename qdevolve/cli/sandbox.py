@@ -19,9 +19,9 @@ _FULL_ARTIFACTS = {"traceback": 65536, "candidate_traceback": 65536}
 
 def _make(backend: str, warm: bool, image: str | None):
     from qdevolve import registry
-    from qdevolve.sandbox import best_available
+    from qdevolve.sandbox import resolve_sandbox
 
-    name = best_available() if backend == "auto" else backend
+    name = resolve_sandbox({"type": backend})["type"]
     spec: dict = {"type": name}
     if name in ("docker", "local", "bwrap"):
         spec["warm"] = warm

@@ -38,16 +38,16 @@ def serve(db: str, host: str, port: int, poll_s: float) -> None:
     """
     import uvicorn
 
+    from qdevolve.db import display_target
     from qdevolve.serve import create_app
     from qdevolve.serve.app import LOOPBACK_HOSTS, warm_up
-    from qdevolve.serve.db import mask_url
 
     loopback = _is_loopback(host)
     app = create_app(db, poll_s=poll_s, allowed_hosts=LOOPBACK_HOSTS if loopback else None, warm=False)
     try:
         warm_up(app)  # the newest run's lineage is ready before the URL is shown
     except Exception as exc:  # noqa: BLE001 - a crafted database: its pages show the error
-        click.echo(f"warning: {terminal_safe_line(mask_url(db))}: the newest run's lineage cannot be built "
+        click.echo(f"warning: {terminal_safe_line(display_target(db))}: the newest run's lineage cannot be built "
                    f"({type(exc).__name__}); its pages will say why", err=True)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -63,7 +63,7 @@ def serve(db: str, host: str, port: int, poll_s: float) -> None:
         click.echo(f"warning: serving on {host}, reachable from other machines; the viewer has no "
                    "authentication and shows every program, prompt and reply in the database", err=True)
     shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
-    click.echo(f"qdevolve serve: {terminal_safe_line(mask_url(db))} (read-only) at http://{shown}:{bound}/", err=False)
+    click.echo(f"qdevolve serve: {terminal_safe_line(display_target(db))} (read-only) at http://{shown}:{bound}/", err=False)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     try:

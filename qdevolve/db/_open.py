@@ -26,7 +26,8 @@ def is_url(target: str) -> bool:
 
 
 def display_target(target: str | Path) -> str:
-    """How messages, hints and logs show a target: a URL's password as ``***``."""
+    """How messages, hints, logs, the store's ``name`` and the viewer show a target: a URL's
+    password as ``***`` (an unparsable URL as its scheme and ``***``); a path as it is."""
     text = str(target)
     if not is_url(text):
         return text

@@ -59,7 +59,7 @@ class RewardRecord:
 
 
 def as_evaluation(item: EvaluationRecord | tuple[Any, ...]) -> EvaluationRecord:
-    """A record from a record or the older ``(program_id, result[, sandbox])`` tuple."""
+    """A record from a record or a ``(program_id, result[, sandbox])`` tuple."""
     if isinstance(item, EvaluationRecord):
         return item
     if len(item) not in (2, 3):
@@ -68,7 +68,7 @@ def as_evaluation(item: EvaluationRecord | tuple[Any, ...]) -> EvaluationRecord:
 
 
 def as_edge(item: EdgeRecord | tuple[str, str, str]) -> EdgeRecord:
-    """A record from a record or the older ``(parent_id, child_id, role)`` tuple."""
+    """A record from a record or a ``(parent_id, child_id, role)`` tuple."""
     if isinstance(item, EdgeRecord):
         return item
     parent, child, role = item
@@ -76,7 +76,7 @@ def as_edge(item: EdgeRecord | tuple[str, str, str]) -> EdgeRecord:
 
 
 def as_reward(item: RewardRecord | tuple[Any, ...]) -> RewardRecord:
-    """A record from a record or the older ``(rollout_id, reward, vector, key)`` tuple."""
+    """A record from a record or a ``(rollout_id, reward, vector, key)`` tuple."""
     if isinstance(item, RewardRecord):
         return item
     rid, reward, vector, key = item

@@ -56,7 +56,7 @@ class LineageStore:
         self.target = str(target)
         self._pid = os.getpid()
         if _open.is_url(self.target):
-            self.name = make_url(self.target).render_as_string(hide_password=True)
+            self.name = _open.display_target(self.target)
             self.path: Path | None = None
             from qdevolve.db._untrusted import pg_read_options
 
@@ -187,7 +187,7 @@ class LineageStore:
             run_id: Needed for ``state``; other rows carry their run id or take their program's.
             programs: New programs; an edge is written for each parent (role ``crossover``
                 for two or more parents, else ``mutation``; ``metadata["edge_role"]`` overrides).
-            evaluations: :class:`EvaluationRecord` (or the older ``(program_id, result[, sandbox])``).
+            evaluations: :class:`EvaluationRecord` (or a ``(program_id, result[, sandbox])`` tuple).
             edges: Extra :class:`EdgeRecord` rows, e.g. ``inspiration`` (or ``(parent, child, role)``).
             events: Archive events.
             rollouts: Model completions (with their reward, when known).
@@ -229,9 +229,9 @@ class LineageStore:
                 snapshots.write_snapshot(c, run_id or "", snapshot)
 
     def _upsert_state(self, c: Connection, rows: list[dict[str, Any]]) -> None:
-        """``INSERT ... ON CONFLICT (run_id, key) DO UPDATE``: race-free when two writers set
-        one key at once (a delete-then-insert lets both deletes pass on PostgreSQL, and the
-        second insert then fails on the primary key)."""
+        """The one way run-state keys are written: ``INSERT ... ON CONFLICT (run_id, key) DO
+        UPDATE``, race-free when two writers set one key at once (a delete-then-insert lets
+        both deletes pass on PostgreSQL, and the second insert then fails on the primary key)."""
         dialect = self.engine.dialect.name
         if dialect in ("postgresql", "sqlite"):
             if dialect == "postgresql":
@@ -243,10 +243,12 @@ class LineageStore:
                 index_elements=[S.run_state.c.run_id, S.run_state.c.key],
                 set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at}), rows)
             return
-        for row in rows:  # other dialects: one writer per run (the lease) keeps this safe
-            c.execute(S.run_state.delete().where(S.run_state.c.run_id == row["run_id"],
-                                                 S.run_state.c.key == row["key"]))
-            c.execute(insert(S.run_state), row)
+        rs = S.run_state
+        for row in rows:  # other dialects: update, else insert (one writer per run: the lease)
+            done = c.execute(update(rs).where(rs.c.run_id == row["run_id"], rs.c.key == row["key"])
+                             .values(value=row["value"], updated_at=row["updated_at"]))
+            if not done.rowcount:
+                c.execute(insert(rs), row)
 
     # -- migration between the runs of a pool (qdevolve.archive.islands_pool) ---------------
     def publish_migrants(self, pool: str, run_id: str, migrants: dict[str, dict[str, Any]],
@@ -335,9 +337,8 @@ class LineageStore:
                 run_id=run_id, version=version, parent_version=parent_version, objective=objective,
                 step=step, path=path, metrics=dumps(metrics or {}), created_at=time.time()))
             if state:
-                c.execute(S.run_state.delete().where(S.run_state.c.run_id == run_id,
-                                                     S.run_state.c.key.in_(list(state))))
-                self._insert(c, _rows.STATE, list(state.items()), {"now": time.time(), "run_id": run_id})
+                ctx = {"now": time.time(), "run_id": run_id}
+                self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in state.items()])
 
     def add_plugin_file(self, run_id: str, path: str, sha256: str, names: Sequence[Sequence[str]] = ()) -> None:
         with self._begin() as c:

@@ -28,7 +28,7 @@ from qdevolve.rl.group import RolloutGroup
 __all__ = [
     "SCALES",
     "STD_EPS",
-    "Objective",
+    "ObjectiveBase",
     "ScaledObjective",
     "check_scale",
     "check_positive",
@@ -121,8 +121,9 @@ def key_counts(keys: Sequence[Hashable]) -> np.ndarray:
     return np.asarray([counts[k] for k in keys], dtype=np.float64)
 
 
-class Objective:
-    """Base of the advantage objectives (kind ``objective``).
+class ObjectiveBase:
+    """Base of the built-in advantage objectives (kind ``objective``); each one satisfies the
+    :class:`~qdevolve.rl.protocols.Objective` protocol.
 
     Subclasses set ``name`` and ``requires`` (the :class:`RolloutGroup` fields they need
     besides ``rewards``) and implement :meth:`advantages`.
@@ -154,7 +155,7 @@ class Objective:
         return f"{type(self).__name__}({settings})"
 
 
-class ScaledObjective(Objective):
+class ScaledObjective(ObjectiveBase):
     """An objective of the form ``A = normalize(score(group))`` (then optional reweighting).
 
     Subclasses implement :meth:`scores` (the per-completion score the baseline and scaling act

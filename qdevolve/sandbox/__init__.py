@@ -16,11 +16,14 @@ that returns plain data, and writes one record on a channel only it holds (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from qdevolve.sandbox.evaluator import check_evaluator
 from qdevolve.sandbox.limits import DEFAULT_ENV, SandboxLimits, as_limits
 from qdevolve.sandbox.status import Outcome, classify
 
-__all__ = ["SandboxLimits", "as_limits", "DEFAULT_ENV", "best_available", "check_evaluator", "classify", "Outcome"]
+__all__ = ["SandboxLimits", "as_limits", "DEFAULT_ENV", "best_available", "resolve_sandbox", "check_evaluator", "classify", "Outcome"]
 
 
 def best_available() -> str:
@@ -28,3 +31,20 @@ def best_available() -> str:
     from qdevolve.sandbox.bwrap import bwrap_available
 
     return "bwrap" if bwrap_available() else "local"
+
+
+def resolve_sandbox(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the sandbox ``spec`` with type ``auto`` (or no type) resolved to
+    :func:`best_available`: the one place ``auto`` is decided, for runs, executors' workers
+    and ``qdevolve sandbox``.
+
+    Raises:
+        PluginError: the type names no registered sandbox (the message names those there are).
+    """
+    from qdevolve import registry
+
+    out = dict(spec)
+    if out.get("type", "auto") == "auto":
+        out["type"] = best_available()
+    registry.sandbox.get(out["type"])
+    return out

@@ -12,6 +12,6 @@ Example::
 """
 
 from qdevolve.serve.app import CSP, create_app
-from qdevolve.serve.db import ReadOnlyDB, mask_url
+from qdevolve.serve.db import ReadOnlyDB
 
-__all__ = ["create_app", "ReadOnlyDB", "mask_url", "CSP"]
+__all__ = ["create_app", "ReadOnlyDB", "CSP"]

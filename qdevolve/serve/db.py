@@ -18,15 +18,15 @@ from typing import Any
 
 from sqlalchemy import Column, MetaData, Table, create_engine, event, inspect
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from qdevolve.db import schema as S
-from qdevolve.db._open import check_sqlite_file
+from qdevolve.db._open import check_sqlite_file, display_target
 from qdevolve.db._untrusted import bound_sqlite, budget_from_env, query_budget, reset_budget
 from qdevolve.errors import DatabaseError
 
-__all__ = ["ReadOnlyDB", "mask_url", "is_url"]
+__all__ = ["ReadOnlyDB", "is_url"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -34,16 +34,6 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 def is_url(target: str) -> bool:
     """True for a database URL (``postgresql+psycopg://...``), False for a file path."""
     return "://" in target
-
-
-def mask_url(target: str) -> str:
-    """``target`` safe to print: a URL's password becomes ``***``; a path is returned as is."""
-    if not is_url(target):
-        return target
-    try:
-        return make_url(target).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparsable database URL>"
 
 
 class ReadOnlyDB:
@@ -62,7 +52,7 @@ class ReadOnlyDB:
 
     def __init__(self, target: str) -> None:
         target = str(target)
-        self.label = mask_url(target)
+        self.label = display_target(target)
         self.is_sqlite = not is_url(target) or target.startswith("sqlite")
         try:
             self.engine = self._engine(target)

@@ -178,7 +178,7 @@ def test_bandit_prefers_rewarded_model():
     seen = [r["model"] for r in server.requests]
     assert seen[:2] == ["good", "bad"]  # every arm once
     assert seen[2:].count("good") >= 30
-    state = b.chooser.state_dict()
+    state = b.chooser.state()
     assert state["counts"]["good"] + state["counts"]["bad"] == 40
 
 

@@ -1,6 +1,6 @@
 """Hostile example directories: an example's own config shapes the search, never the host.
 
-One directory per host key (``qdevolve.evolve.trust``), built in a temporary directory. Each
+One directory per host key (``qdevolve.evolve.setup.trust``), built in a temporary directory. Each
 is refused through the real command line (exit 2, one line naming the key, no database
 created); the same directory is accepted with ``--trust KEY``, ``--trust-config``, or when
 the setting comes from the user's own config file or command line.
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from qdevolve.errors import ConfigError, QdevolveError
-from qdevolve.evolve.example import load_example
-from qdevolve.evolve.trust import Trust, host_keys
-from qdevolve.evolve.validate import check_start
+from qdevolve.evolve.setup.example import load_example
+from qdevolve.evolve.setup.trust import Trust, host_keys
+from qdevolve.evolve.setup.validate import check_start
 
 QDEVOLVE = [sys.executable, "-m", "qdevolve"]
 ROOT = Path(__file__).resolve().parents[2]

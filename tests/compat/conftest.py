@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 
 QDEVOLVE = [sys.executable, "-m", "qdevolve"]
 

@@ -12,9 +12,9 @@ import pytest
 
 from qdevolve.db import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.budget import BudgetMeter, parse_budget
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.budget import BudgetMeter, parse_budget
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import ScriptedModel
 

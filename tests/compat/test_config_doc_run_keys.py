@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qdevolve.evolve.config import RUN_KEYS, parse_config
+from qdevolve.evolve.setup.config import RUN_KEYS, parse_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 

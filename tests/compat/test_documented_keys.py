@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qdevolve.evolve.config import parse_config
+from qdevolve.evolve.setup.config import parse_config
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

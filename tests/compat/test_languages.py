@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.languages import language_for_path, language_named
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import ScriptedModel
@@ -77,8 +77,8 @@ def test_ast_mutator_refuses_a_c_seed_in_one_line(tmp_path: Path) -> None:
 
 
 def test_limits_env_adds_to_the_sandbox_environment(tmp_path: Path) -> None:
-    from qdevolve.evolve.config import parse_config
-    from qdevolve.evolve.engine import make_limits
+    from qdevolve.evolve.core.engine import make_limits
+    from qdevolve.evolve.setup.config import parse_config
 
     cfg = parse_config({"limits": {"wall_s": 10, "env": {"GOCACHE": "/tmp/go-cache", "N": 3}}})
     env = dict(make_limits(cfg.limits).env)

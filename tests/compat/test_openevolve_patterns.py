@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from qdevolve.archive.features import FeatureExtractor, UnplaceableResult, fast_code_diversity
-from qdevolve.evolve.config import parse_config
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.setup.config import parse_config
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.selection.openevolve_mix import OpenEvolveSelection
 from qdevolve.types import Elite, EvalResult, Program
 
@@ -153,7 +153,7 @@ def test_code_diversity_matches_installed_openevolve() -> None:
 def test_a_seed_that_cannot_be_placed_stops_the_start_and_stores_nothing(tmp_path: Path) -> None:
     from qdevolve.db import LineageStore
     from qdevolve.errors import QdevolveError
-    from qdevolve.evolve.engine import Evolution
+    from qdevolve.evolve.core.engine import Evolution
 
     ex = write(tmp_path / "noplace", {"initial_program.py": SEED, "evaluator.py": METRICS_EVALUATOR})
     example = load_example(ex)

@@ -164,7 +164,7 @@ def test_run_refuses_bad_budget_options_before_anything(tmp_path: Path, args: li
 
 
 def test_a_cost_budget_without_prices_is_warned_about() -> None:
-    from qdevolve.evolve.budget import budget_warnings, with_budget_flags
+    from qdevolve.evolve.setup.budget import budget_warnings, with_budget_flags
 
     assert budget_warnings(with_budget_flags(None, {"max_cost": "5"}))[0].startswith("budget.max_cost (5) never")
     priced = with_budget_flags({"prices": {"m": {"input": 1.0, "output": 2.0}}}, {"max_cost": "5"})

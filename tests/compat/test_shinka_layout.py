@@ -6,9 +6,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from qdevolve.evolve.config import parse_config
-from qdevolve.evolve.example import load_example
-from qdevolve.evolve.shinka_compat import results_to_record
+from qdevolve.evolve.compat.shinka_compat import results_to_record
+from qdevolve.evolve.setup.config import parse_config
+from qdevolve.evolve.setup.example import load_example
 
 from .conftest import QDEVOLVE, SEED, run_example, write
 

@@ -18,7 +18,7 @@ from qdevolve.archive.replay import replay
 from qdevolve.archive.snapshot import encode, snapshot
 from qdevolve.db import snapshots, streams
 from qdevolve.db.store import LineageStore, open_store
-from qdevolve.evolve.archive_rebuild import code_features, rebuild
+from qdevolve.evolve.core.archive_rebuild import code_features, rebuild
 from qdevolve.types import EvalResult
 
 SEED = '''"""Maximise f(a, b) = -(a - 3)^2 - (b + 1)^2."""

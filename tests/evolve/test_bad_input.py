@@ -188,7 +188,7 @@ def test_evaluator_that_is_not_a_file(kind: str, tmp_path: Path) -> None:
 def test_plugin_file_that_exits_hangs_or_fails_at_import(body: str, needle: str, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from qdevolve.errors import PluginError
-    from qdevolve.evolve.validate import check_plugin_file
+    from qdevolve.evolve.setup.validate import check_plugin_file
 
     plugin = tmp_path / "bad_plugin.py"
     plugin.write_text(body)

@@ -8,7 +8,7 @@ import pytest
 
 from qdevolve import registry
 from qdevolve.errors import ConfigError, PluginError
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.suggest import did_you_mean
 
 from .conftest import CONFIG, write_example
@@ -42,7 +42,7 @@ def test_mistyped_config_key_suggests_the_right_one(case: str, tmp_path: Path) -
 
 
 def test_mistyped_train_key_suggests_the_right_one() -> None:
-    from qdevolve.evolve.joined import TrainSettings
+    from qdevolve.evolve.training.joined import TrainSettings
 
     with pytest.raises(ConfigError, match="did you mean 'objective'"):
         TrainSettings.from_dict({"policy": "tiny", "objectve": "ips"})

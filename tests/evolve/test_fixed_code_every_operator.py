@@ -13,18 +13,15 @@ import pytest
 
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.mutation.base import Candidate
 from qdevolve.mutation.diff import DiffMutation
 
-from .conftest import write_example
+from .conftest import SEED, write_example
 
-ATTACK = '''"""A tiny evolvable program: maximise f(a, b) = -(a - 3)^2 - (b + 1)^2."""
-
-# EVOLVE-BLOCK-START
-A = 0.5
-B = 2.0
+# The seed's fixed part, unchanged to the byte; the EVOLVE-BLOCK's last line decorates it.
+ATTACK = SEED.replace("B = 2.0\n# EVOLVE-BLOCK-END", '''B = 2.0
 
 
 def _always_best(fn):
@@ -32,19 +29,10 @@ def _always_best(fn):
 
 
 @_always_best
-# EVOLVE-BLOCK-END
-def value():
-    return -(A - 3) ** 2 - (B + 1) ** 2
-'''
+# EVOLVE-BLOCK-END''')
+assert ATTACK != SEED and ATTACK.split("# EVOLVE-BLOCK-END")[1] == SEED.split("# EVOLVE-BLOCK-END")[1]
 
-HONEST = ATTACK.replace('''
-
-def _always_best(fn):
-    return lambda: 0.0
-
-
-@_always_best
-''', "\n").replace("A = 0.5", "A = 2.5")
+HONEST = SEED.replace("A = 0.5", "A = 2.5")  # only the EVOLVE-BLOCK changes; the fixed part is the seed's
 
 
 class _Plugin:

@@ -75,7 +75,7 @@ def test_sigkill_five_times_then_resume(tmp_path: Path) -> None:
 KILL_SCRIPT = r'''
 import os, signal, sys
 from qdevolve.db.store import LineageStore
-from qdevolve.evolve.engine import Evolution
+from qdevolve.evolve.core.engine import Evolution
 
 db, url, step, example, start = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "start"
 TARGET = 3  # the third tell of this process (the seed's is the first of a new run)
@@ -115,7 +115,7 @@ def insert(self, c, mapper, items, ctx):
 Evolution.tell, LineageStore.write, LineageStore._insert = tell, write, insert
 store = LineageStore(db)
 if start:
-    from qdevolve.evolve.example import load_example
+    from qdevolve.evolve.setup.example import load_example
     ex = load_example(example)
     cfg = ex.config.with_overrides(iterations=12, workers=1, seed=3, mutation=[{"type": "rewrite"}],
                                    backend={"type": "openai", "api_base": url, "model": "scripted"})

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import GARBAGE_MODES, GarbageScript, ScriptedModel
 

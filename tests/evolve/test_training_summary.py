@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from qdevolve.evolve.display import print_summary
-from qdevolve.evolve.summary import RunSummary, training_summary
-from qdevolve.evolve.summary_rows import training_rows
+from qdevolve.evolve.report.display import print_summary
+from qdevolve.evolve.report.summary import RunSummary, training_summary
+from qdevolve.evolve.report.summary_rows import training_rows
 
 
 def _versions(*steps: dict) -> list[dict]:

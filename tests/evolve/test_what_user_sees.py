@@ -19,9 +19,9 @@ from rich.console import Console
 
 from qdevolve.cli._db import check_new_run
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.display import print_summary
-from qdevolve.evolve.ledger import RunLedger
-from qdevolve.evolve.summary import RunSummary
+from qdevolve.evolve.report.display import print_summary
+from qdevolve.evolve.report.ledger import RunLedger
+from qdevolve.evolve.report.summary import RunSummary
 from qdevolve.types import EvalResult
 
 from .conftest import QDEVOLVE, write_example
@@ -150,3 +150,20 @@ def test_hint_commands_are_whole_lines_in_an_80_column_terminal(tmp_path: Path) 
                  f"qdevolve archive stats --db {db}", f"qdevolve archive plot --db {db} --out archive.png",
                  f"qdevolve resume --db {db} --iterations N"):
         assert any(ln.strip().startswith(hint) for ln in lines), (hint, lines)
+
+
+def test_the_summary_table_shows_long_values_whole_in_80_columns(tmp_path: Path) -> None:
+    """A long database path and a model named by its path wrap inside the value column; neither
+    is cut with an ellipsis, and a long model name does not squeeze the other rows."""
+    db = tmp_path / ("a-long-directory-name-of-some-experiment-" * 2) / "circle_packing-20260101-120000.sqlite"
+    model = "/root/.cache/qdevolve/tiny/expr_editor-with-a-long-name"
+    summary = RunSummary(run_id="r" * 32, db=str(db), evaluations=5, budget=4, seed_score=1.0, best_score=2.0,
+                         best_program_id="0123456789abcdef" * 2, by_status={"ok": 5}, elapsed_s=1.0,
+                         stats={"usage": {"models": {model: {"calls": 3, "prompt_tokens": 10,
+                                                             "completion_tokens": 5, "cost": 0.0}}}})
+    out = io.StringIO()
+    print_summary(summary, Console(file=out, width=80))
+    table = out.getvalue().split("Inspect it:")[0]
+    assert "\u2026" not in table, table
+    values = "".join("".join(ln.split("\u2502")[2].split()) for ln in table.splitlines() if ln.count("\u2502") == 3)
+    assert str(db) in values and f"{model}:3calls" in values, table  # compared without the wrapping's spaces

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.best_known import parse_record, record_line
-from qdevolve.evolve.config import RunConfig, parse_config
-from qdevolve.evolve.summary import summarize
+from qdevolve.evolve.report.summary import summarize
+from qdevolve.evolve.setup.best_known import parse_record, record_line
+from qdevolve.evolve.setup.config import RunConfig, parse_config
 
 
 def test_record_is_parsed_and_stored_in_the_config() -> None:

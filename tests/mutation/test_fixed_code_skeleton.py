@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.evolve.hooks import fixed_code_checked
+from qdevolve.evolve.core.hooks import fixed_code_checked
 from qdevolve.mutation.base import MutationContext
 from qdevolve.mutation.blocks import block_texts, edits_inside_blocks
 from qdevolve.mutation.fixed_code import fixed_code_violation, skeleton_change
@@ -59,7 +59,7 @@ def test_engine_hook_rejects_a_plugin_child_that_changes_the_skeleton() -> None:
 
     parent = Program(code=PARENT)
     cand = Candidate(code=OLD_DOCS_OPERATOR(PARENT, 2.0), operator="scale_constants", parent_ids=(parent.id,))
-    checked = fixed_code_checked(parent, cand)
+    checked = fixed_code_checked(parent, cand, object())  # a plugin operator
     assert checked.code is None and checked.error.startswith("rejected: the child changes the code outside")
 
 
@@ -79,7 +79,7 @@ def test_docs_scale_constants_keeps_to_the_block() -> None:
             assert cand.code != PARENT
             assert edits_inside_blocks(PARENT, cand.code)
             assert fixed_code_violation(PARENT, cand.code) is None
-            assert fixed_code_checked(parent, cand).code == cand.code
+            assert fixed_code_checked(parent, cand, op).code == cand.code
             assert block_texts(cand.code) != block_texts(PARENT)
 
 

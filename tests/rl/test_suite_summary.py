@@ -6,10 +6,10 @@ import io
 
 from rich.console import Console
 
-from qdevolve.evolve.display import print_summary
-from qdevolve.evolve.joined import JoinedListener, TrainSettings
-from qdevolve.evolve.summary import RunSummary
-from qdevolve.evolve.listener import Reward
+from qdevolve.evolve.report.display import print_summary
+from qdevolve.evolve.training.joined import JoinedListener, TrainSettings
+from qdevolve.evolve.report.summary import RunSummary
+from qdevolve.evolve.training.listener import Reward
 from qdevolve.types import EvalResult, Program
 
 

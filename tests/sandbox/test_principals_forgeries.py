@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from qdevolve.evolve.shinka_compat import adapter_evaluator
+from qdevolve.evolve.compat.shinka_compat import adapter_evaluator
 from qdevolve.sandbox.forgeries import PLANTED_MODULE, forged_record
 from qdevolve.sandbox.limits import SandboxLimits
 from qdevolve.types import Program

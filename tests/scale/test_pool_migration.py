@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.config import RunConfig
+from qdevolve.evolve.setup.config import RunConfig
 from tests.scale._example import write_example
 
 
@@ -93,8 +93,8 @@ def test_a_claimed_migrant_is_delivered_on_resume_and_replayed(tmp_path: Path) -
     from qdevolve.archive.islands_pool import migrants_of
     from qdevolve.db import claims
     from qdevolve.db.store import LineageStore
-    from qdevolve.evolve.engine import Evolution
-    from qdevolve.evolve.example import load_example
+    from qdevolve.evolve.core.engine import Evolution
+    from qdevolve.evolve.setup.example import load_example
 
     pool = "resume-pool"
     store = LineageStore(tmp_path / "pool.sqlite", create=True)

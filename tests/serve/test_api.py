@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from qdevolve.serve.db import ReadOnlyDB, mask_url
+from qdevolve.db import display_target
+from qdevolve.serve.db import ReadOnlyDB
 
 from . import synth
 from .conftest import Server, copy_db, run_id_of
@@ -139,7 +140,7 @@ def test_missing_tables_and_unknown_columns(tmp_path: Path, run_db: Path) -> Non
 @pytest.mark.slow
 def test_cli_masks_password_and_warns_on_public_host(tmp_path: Path, run_db: Path) -> None:
     url = "postgresql+psycopg://viewer:s3cret-pw@127.0.0.1:1/nowhere"
-    assert "s3cret-pw" not in mask_url(url) and "***" in mask_url(url)
+    assert "s3cret-pw" not in display_target(url) and "***" in display_target(url)
     proc = subprocess.run([sys.executable, "-m", "qdevolve", "serve", "--db", url, "--port", "0"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "s3cret-pw" not in proc.stdout + proc.stderr

@@ -106,12 +106,9 @@ class SandboxWorker:
         box = self.sandboxes.get(key)
         if box is None:
             from qdevolve import registry
-            from qdevolve.sandbox import best_available
+            from qdevolve.sandbox import resolve_sandbox
 
-            spec = dict(spec)
-            if spec.get("type", "auto") == "auto":
-                spec["type"] = best_available()
-            box = self.sandboxes[key] = registry.sandbox.create(spec)
+            box = self.sandboxes[key] = registry.sandbox.create(resolve_sandbox(spec))
         return box
 
 

@@ -30,11 +30,9 @@ class Sandbox(Protocol):
 
 def make_sandbox(spec: dict[str, Any]) -> tuple[str, Sandbox]:
     """``(resolved type, sandbox)`` for a sandbox spec (``auto`` picks the best one here)."""
-    from qdevolve.sandbox import best_available
+    from qdevolve.sandbox import resolve_sandbox
 
-    spec = dict(spec)
-    if spec.get("type", "auto") == "auto":
-        spec["type"] = best_available()
+    spec = resolve_sandbox(spec)
     return spec["type"], registry.sandbox.create(spec)
 
 

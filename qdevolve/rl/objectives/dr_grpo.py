@@ -21,14 +21,14 @@ from typing import ClassVar
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.rl._common import Objective, center
+from qdevolve.rl._common import ObjectiveBase, center
 from qdevolve.rl.group import RolloutGroup
 
 __all__ = ["DrGRPO"]
 
 
 @registry.objective("dr_grpo")
-class DrGRPO(Objective):
+class DrGRPO(ObjectiveBase):
     """Mean-baseline advantages without std scaling (see module docstring)."""
 
     name = "dr_grpo"

@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.rl._common import Objective, check_positive
+from qdevolve.rl._common import ObjectiveBase, check_positive
 from qdevolve.rl.group import RolloutGroup
 
 __all__ = ["Entropic", "tilted_kl", "solve_beta", "loo_weights"]
@@ -85,7 +85,7 @@ def loo_weights(rewards: np.ndarray, beta: float) -> np.ndarray:
 
 
 @registry.objective("entropic")
-class Entropic(Objective):
+class Entropic(ObjectiveBase):
     """TTT-Discover's leave-one-out entropic advantages (see module docstring)."""
 
     name = "entropic"

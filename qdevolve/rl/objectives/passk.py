@@ -25,14 +25,14 @@ from math import comb, sqrt
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.rl._common import Objective
+from qdevolve.rl._common import ObjectiveBase
 from qdevolve.rl.group import RolloutGroup
 
 __all__ = ["PassAtK"]
 
 
 @registry.objective("passk")
-class PassAtK(Objective):
+class PassAtK(ObjectiveBase):
     """Closed-form pass@k advantages for binary rewards (see module docstring)."""
 
     name = "passk"

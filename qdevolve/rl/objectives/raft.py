@@ -23,14 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.rl._common import Objective
+from qdevolve.rl._common import ObjectiveBase
 from qdevolve.rl.group import RolloutGroup
 
 __all__ = ["RAFT"]
 
 
 @registry.objective("raft")
-class RAFT(Objective):
+class RAFT(ObjectiveBase):
     """Best-of-group rejection-sampling fine-tuning weights (see module docstring)."""
 
     name = "raft"

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from qdevolve import registry
-from qdevolve.rl._common import Objective
+from qdevolve.rl._common import ObjectiveBase
 from qdevolve.rl.group import RolloutGroup
 
 __all__ = ["ReinforceRej"]
@@ -43,7 +43,7 @@ _REWARDS = ("sign", "raw")
 
 
 @registry.objective("reinforce_rej")
-class ReinforceRej(Objective):
+class ReinforceRej(ObjectiveBase):
     """REINFORCE with ±1 rewards and rejection of all-correct / all-wrong groups."""
 
     name = "reinforce_rej"

@@ -22,7 +22,7 @@ from qdevolve import registry
 from qdevolve.db.records import EdgeRecord
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.config import RunConfig
+from qdevolve.evolve.setup import RunConfig
 from qdevolve.mutation.base import Candidate, Mutation, MutationContext
 from qdevolve.types import Elite, EvalResult, Program, Rollout
 

@@ -180,10 +180,10 @@ def _mapping(where: str, path: str, value: Any) -> dict[str, Any]:
 def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunConfig:
     """Validate a loaded YAML mapping (native or OpenEvolve) into a :class:`RunConfig`."""
     data = _mapping(where, "<top level>", data)
-    from qdevolve.evolve.shinka_compat import looks_like_shinka, map_shinka  # compat hook
+    from qdevolve.evolve.compat import looks_like_shinka, map_shinka
 
     if any(k in data for k in OPENEVOLVE_KEYS) and not any(k in data for k in ("run", "archive", "mutation")):
-        from qdevolve.evolve.openevolve_compat import map_openevolve
+        from qdevolve.evolve.compat import map_openevolve
 
         data = map_openevolve(data, where=where)
     elif looks_like_shinka(data) and not any(k in data for k in ("run", "archive", "mutation")):
@@ -240,16 +240,16 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
     kw["prompt"] = _mapping(where, "prompt", data.get("prompt"))
     if data.get("train") is not None:
         kw["train"] = _mapping(where, "train", data["train"])
-    if data.get("budget") is not None:  # compat hook: token / cost / wall-time budgets
-        from qdevolve.evolve.budget import parse_budget
+    if data.get("budget") is not None:  # token / cost / wall-time budgets
+        from qdevolve.evolve.setup.budget import parse_budget
 
         kw["budget"] = parse_budget(data["budget"], where=where)
     if data.get("novelty") is not None:
         nov = _mapping(where, "novelty", data["novelty"])
         _unknown(where, "novelty", nov, NOVELTY_KEYS)
         kw["novelty"] = nov
-    if data.get("record") is not None:  # compat hook: the problem's best known value
-        from qdevolve.evolve.best_known import parse_record
+    if data.get("record") is not None:  # the problem's best known value
+        from qdevolve.evolve.setup.best_known import parse_record
 
         kw["record"] = parse_record(data["record"], where=where)
     return RunConfig(**kw)
@@ -259,6 +259,6 @@ def load_config(path: str | Path | None) -> RunConfig:
     """Load ``config.yaml`` (``None`` or a missing optional file gives the defaults)."""
     if path is None:
         return RunConfig()
-    from qdevolve.evolve.validate import read_config_yaml  # compat hook
+    from qdevolve.evolve.setup.validate import read_config_yaml
 
     return parse_config(read_config_yaml(Path(path)), where=str(path))

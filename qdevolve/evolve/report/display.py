@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qdevolve.db._open import display_target
-from qdevolve.evolve.ledger import RunLedger
+from qdevolve.evolve.report.ledger import RunLedger
 from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["ProgressDisplay", "print_summary"]
@@ -24,7 +24,7 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
                     stats: Callable[[], dict[str, Any]] | None = None) -> Iterator[Callable[[], None]]:
     """Context manager yielding a callback that refreshes the bar after each evaluation.
 
-    It reads the run's :class:`~qdevolve.evolve.ledger.RunLedger` (and the archive's
+    It reads the run's :class:`~qdevolve.evolve.report.ledger.RunLedger` (and the archive's
     ``stats()`` for coverage) and nothing else of the engine.
     """
     if not enabled:
@@ -59,8 +59,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     """The end-of-run table: where the database is and how to inspect it."""
     console = console or Console()
     t = Table(title="qdevolve run summary", show_header=False)
-    t.add_column("what", style="bold")
-    t.add_column("value")
+    t.add_column("what", style="bold", no_wrap=True)
+    t.add_column("value", overflow="fold")  # a long path or model name wraps whole, never cut with '…'
+
     t.add_row("database", terminal_safe_line(display_target(str(summary.db))))
     t.add_row("run", summary.run_id)
     t.add_row("evaluations", f"{summary.evaluations} (budget {summary.budget} children + seed)")
@@ -79,8 +80,8 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
             v = summary.stats[key]
             t.add_row(key, f"{v:.4g}" if isinstance(v, float) else str(v))
     for model, u in (summary.stats.get("usage") or {}).get("models", {}).items():  # budget meter totals
-        t.add_row(Text(f"model {terminal_safe_line(model)}"),
-                  f"{u['calls']} calls, {u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}")
+        t.add_row("model", Text(f"{terminal_safe_line(model)}: {u['calls']} calls, "
+                                f"{u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}"))
     solved = summary.stats.get("targets_solved_per_version")
     if solved:  # train.solved_by: a problem suite's targets solved per policy version
         t.add_row("targets solved per policy version", " ".join(f"v{v}:{n}" for v, n in solved))
@@ -88,7 +89,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     training = getattr(summary, "training", None)
     if training is not None:
-        from qdevolve.evolve.summary_rows import training_rows
+        from qdevolve.evolve.report.summary_rows import training_rows
 
         for what, value in training_rows(training):
             t.add_row(what, value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdevolve.evolve.summary import TrainingSummary
+from qdevolve.evolve.report.summary import TrainingSummary
 
 __all__ = ["training_rows"]
 

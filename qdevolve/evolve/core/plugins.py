@@ -10,13 +10,13 @@ import numpy as np
 
 from qdevolve import registry
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.config import RunConfig
-from qdevolve.evolve.example import Example
-from qdevolve.evolve.executors.base import EvalJob, Executor
+from qdevolve.evolve.executors import EvalJob, Executor
+from qdevolve.evolve.setup import Example, RunConfig
 from qdevolve.mutation.base import Mutation
+from qdevolve.sandbox import resolve_sandbox
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["EnginePlugins", "RewardReporting", "build_backend", "make_limits", "resolve_sandbox"]
+__all__ = ["EnginePlugins", "RewardReporting", "build_backend", "make_limits"]
 
 
 @runtime_checkable
@@ -35,7 +35,7 @@ def make_limits(limits: dict[str, Any]) -> Any:
         if isinstance(kw.get("env_allow"), list):
             kw["env_allow"] = tuple(kw["env_allow"])
         if "env" in kw:  # extra environment for the evaluator: validated names and values
-            from qdevolve.evolve.validate import sandbox_env
+            from qdevolve.evolve.setup import sandbox_env
 
             kw["env"] = sandbox_env(kw["env"])
         return SandboxLimits(**kw)
@@ -47,17 +47,6 @@ def make_limits(limits: dict[str, Any]) -> Any:
         known = [f.name for f in fields(SandboxLimits)]
         hint = did_you_mean([k for k in limits if k not in known], known)
         raise ConfigError(f"limits: {exc}" + (f"; {hint}" if hint else "")) from None
-
-
-def resolve_sandbox(spec: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox spec with ``auto`` resolved to the best sandbox available here."""
-    from qdevolve.sandbox import best_available
-
-    spec = dict(spec)
-    if spec.get("type", "auto") == "auto":
-        spec["type"] = best_available()
-    registry.sandbox.get(spec["type"])  # an unknown name fails here, naming the available ones
-    return spec
 
 
 def build_backend(config: RunConfig) -> Any:
@@ -100,7 +89,7 @@ class EnginePlugins:
 
     @classmethod
     def build(cls, config: RunConfig) -> EnginePlugins:
-        from qdevolve.evolve.breeder import build_operators
+        from qdevolve.evolve.core.breeder import build_operators
         from qdevolve.evolve.executors import local  # noqa: F401  (registers the built-in 'local')
 
         archive = registry.archive.create(config.archive)
@@ -110,7 +99,7 @@ class EnginePlugins:
         sandbox = resolve_sandbox(config.sandbox)
         novelty = None
         if config.novelty is not None:
-            from qdevolve.evolve.novelty_filter import EmbeddingNoveltyFilter
+            from qdevolve.evolve.core.novelty_filter import EmbeddingNoveltyFilter
 
             try:
                 novelty = EmbeddingNoveltyFilter(**config.novelty)
@@ -129,9 +118,9 @@ class EnginePlugins:
     def check_seed(self, example: Example, result: EvalResult) -> None:
         """A seed that does not evaluate ``ok`` is a setup error (nothing is stored); the error
         carries the traceback's last frames and the ``qdevolve sandbox exec`` command that
-        reproduces it (:mod:`qdevolve.evolve.seed_failure`)."""
+        reproduces it (:mod:`qdevolve.evolve.setup.seed_failure`)."""
         if result.status != "ok" or result.score is None:
-            from qdevolve.evolve.seed_failure import seed_failure
+            from qdevolve.evolve.setup import seed_failure
 
             raise seed_failure(example.seed_path, example.evaluator_path, result, sandbox_type=self.sandbox_type,
                                limits=self.limits, cascade=self.cascade,

@@ -1,22 +1,22 @@
 """The evolution engine as ask/tell: breeder -> executor -> ``tell`` -> store and archive.
 
-* *ask*: the :class:`~qdevolve.evolve.breeder.Breeder` turns (rng, archive, selection,
+* *ask*: the :class:`~qdevolve.evolve.core.breeder.Breeder` turns (rng, archive, selection,
   operators) into a child plan; the operator proposes the children (model calls are asyncio
   tasks, so generation overlaps evaluation);
 * the *executor* plugin (``local`` threads, ``ray``...) places each child's evaluation;
-* :meth:`Evolution.tell` builds a :class:`~qdevolve.evolve.record.TellRecord` (program,
+* :meth:`Evolution.tell` builds a :class:`~qdevolve.evolve.core.record.TellRecord` (program,
   evaluation, archive events, rollout with the reward, run state), commits it in **one
-  transaction**, then applies it to memory (the :class:`~qdevolve.evolve.ledger.RunLedger`,
+  transaction**, then applies it to memory (the :class:`~qdevolve.evolve.report.ledger.RunLedger`,
   caches, observers);
 * a short loop (``loop.py``) only manages concurrency.
 
 A program is stored only together with its evaluation, so a run killed at any moment (even
 inside ``tell``) leaves whole children or none: resume rebuilds the archive from the newest
 archive snapshot plus the evaluations stored after it (the path ``qdevolve archive stats``
-takes, :mod:`qdevolve.evolve.archive_rebuild`), rebuilds the ledger, and goes on; nothing
+takes, :mod:`qdevolve.evolve.core.archive_rebuild`), rebuilds the ledger, and goes on; nothing
 needs repair. With a
 deterministic mutator, one worker and a fixed seed, two runs produce the same programs.
-Training is a :class:`~qdevolve.evolve.listener.TrainingListener` the engine calls.
+Training is a :class:`~qdevolve.evolve.training.listener.TrainingListener` the engine calls.
 """
 
 from __future__ import annotations
@@ -37,27 +37,24 @@ from qdevolve.backends.base import Backend
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
-from qdevolve.evolve import loop
-from qdevolve.evolve.archive_rebuild import rebuild
-from qdevolve.evolve.breeder import Breeder, Child, ChildPlan, ProgramCache
-from qdevolve.evolve.budget import BudgetMeter
-from qdevolve.evolve.config import RunConfig
-from qdevolve.evolve.duplicates import tell_copies
-from qdevolve.evolve.example import Example
-from qdevolve.evolve.executors.base import WorkerLost
-from qdevolve.evolve.executors.local import make_sandbox
-from qdevolve.evolve.hooks import (
+from qdevolve.evolve.core import loop
+from qdevolve.evolve.core.archive_rebuild import rebuild
+from qdevolve.evolve.core.breeder import Breeder, Child, ChildPlan, ProgramCache
+from qdevolve.evolve.core.duplicates import tell_copies
+from qdevolve.evolve.core.hooks import (
     ChildObserver,
     DeadlineAware,
     StatefulBackend,
     fixed_code_checked,
 )
-from qdevolve.evolve.ledger import RunLedger
-from qdevolve.evolve.listener import RewardCounting, TrainingListener, score_reward
-from qdevolve.evolve.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
-from qdevolve.evolve.record import TellRecord
-from qdevolve.evolve.run_state import counters_state, restore_counters
-from qdevolve.evolve.summary import RunSummary, summarize
+from qdevolve.evolve.core.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
+from qdevolve.evolve.core.record import TellRecord
+from qdevolve.evolve.core.run_state import counters_state, restore_counters
+from qdevolve.evolve.executors import WorkerLost
+from qdevolve.evolve.executors.local import make_sandbox
+from qdevolve.evolve.report import RunLedger, RunSummary, summarize
+from qdevolve.evolve.setup import BudgetMeter, Example, RunConfig
+from qdevolve.evolve.training import RewardCounting, TrainingListener, score_reward
 from qdevolve.mutation.base import Candidate
 from qdevolve.textsafe import terminal_safe_line
 from qdevolve.types import ArchiveEvent, EvalResult, Program
@@ -80,7 +77,7 @@ class Evolution:
         self.progress, self.console = progress, console
         if plugins is None:
             plugins = EnginePlugins.build(config)
-            from qdevolve.evolve.plugin_files import current_plugin_files
+            from qdevolve.evolve.setup import current_plugin_files
 
             plugins.plugin_files = tuple(Path(pf["path"]) for pf in current_plugin_files(store.plugin_files(run_id)))
         self.plugins = plugins
@@ -175,7 +172,7 @@ class Evolution:
         """Continue a stored run from the database alone (``iterations``: the new total budget;
         ``executor_options``: replace these of the stored executor options, e.g. a Ray
         cluster's new address)."""
-        from qdevolve.evolve.example import load_example
+        from qdevolve.evolve.setup import load_example
 
         run = store.get_run(run_id)
         config = RunConfig.from_dict(run["config"])
@@ -184,7 +181,7 @@ class Evolution:
             config = config.with_overrides(iterations=int(budget))
         if executor_options:
             config = config.with_overrides(executor_options={**config.executor_options, **executor_options})
-        loaded = load_example(example_dir or run["example_dir"], trust=trust)  # trust: qdevolve.evolve.trust
+        loaded = load_example(example_dir or run["example_dir"], trust=trust)  # trust: qdevolve.evolve.setup.trust
         example = dataclasses.replace(loaded, config=config)
         return cls(store, run["id"], example, config, progress=progress, console=console, **kw)
 
@@ -262,7 +259,7 @@ class Evolution:
         return kept
 
     def tell_duplicates(self, plan: ChildPlan) -> None:
-        """Store the rollouts of the plan's copies (:func:`qdevolve.evolve.duplicates.tell_copies`)."""
+        """Store the rollouts of the plan's copies (:func:`qdevolve.evolve.core.duplicates.tell_copies`)."""
         tell_copies(self, plan)
 
     def _admit(self, child: Child) -> bool:
@@ -416,7 +413,7 @@ class Evolution:
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunSummary:
         """Run until the budget (``config.iterations`` children), the wall time or a stop."""
-        from qdevolve.evolve.display import ProgressDisplay
+        from qdevolve.evolve.report import ProgressDisplay
 
         lease = self.store.lease(self.run_id).acquire()  # one writer per run: refuses while another lives
         self.store.update_run(self.run_id, status="running")
@@ -493,7 +490,7 @@ class _Undo:
 def _default_listener(store: LineageStore, run_id: str, config: RunConfig) -> TrainingListener | None:
     if not config.train:
         return None
-    from qdevolve.evolve.joined import JoinedListener
+    from qdevolve.evolve.training import JoinedListener
 
     return JoinedListener(store, run_id, config)
 

@@ -1,6 +1,6 @@
 """Copies as rollouts: a child equal to its parent or to a stored program is not evaluated
 and not stored as a program, but in a joined run it is still a sample of the policy. Its
-rollout is stored with the reward a :class:`~qdevolve.evolve.hooks.DuplicateRewarding`
+rollout is stored with the reward a :class:`~qdevolve.evolve.core.hooks.DuplicateRewarding`
 listener gives it (the copied program's reward, then the lazy/duplicate penalty of
 :mod:`qdevolve.rl.shaping`) and points at the program it copies.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from qdevolve.evolve.breeder import ChildPlan
-from qdevolve.evolve.hooks import DuplicateRewarding
-from qdevolve.evolve.listener import RewardCounting
+from qdevolve.evolve.core.breeder import ChildPlan
+from qdevolve.evolve.core.hooks import DuplicateRewarding
+from qdevolve.evolve.training import RewardCounting
 
 __all__ = ["tell_copies"]
 

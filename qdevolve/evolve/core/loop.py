@@ -55,7 +55,7 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None, bac
     backlog = eval_backlog(engine) if backlog is None else max(0, int(backlog))
     deadline = None if not wall_time_s else time.monotonic() + float(wall_time_s)
     if engine.unevaluated:  # stored without an evaluation by a schema-v1 run
-        from qdevolve.evolve.breeder import Child
+        from qdevolve.evolve.core.breeder import Child
         from qdevolve.mutation.base import Candidate
 
         await asyncio.gather(*(engine.evaluate(Child(p, Candidate(p.code, p.operator, p.parent_ids)))

@@ -59,7 +59,7 @@ def reload_plugin_files(store: Any, run_id: str, given: Sequence[Path] = (),
     Raises:
         PluginError: a recorded file is gone and no ``given`` file stands for it.
     """
-    from qdevolve.evolve.validate import check_plugin_file  # compat hook: bounded plugin import
+    from qdevolve.evolve.setup.validate import check_plugin_file
 
     loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in given]
     recorded = current_plugin_files(store.plugin_files(run_id))

@@ -1,6 +1,6 @@
 """Training as a listener of the engine: how a child is rewarded, what happens after a job.
 
-:class:`~qdevolve.evolve.engine.Evolution` calls a :class:`TrainingListener` (it is not an
+:class:`~qdevolve.evolve.core.engine.Evolution` calls a :class:`TrainingListener` (it is not an
 engine subclass). The listener owns the trainer and the policy's backend; the engine
 writes the reward it returns in the same transaction as the child's evaluation, so no
 rollout is ever stored without its reward.

@@ -125,7 +125,7 @@ def host_keys(config: Any, directory: Path | None) -> list[tuple[str, Any, str]]
     """``(key, value, why)`` of every setting of ``config`` that acts on the host.
 
     Args:
-        config: A :class:`~qdevolve.evolve.config.RunConfig` or its ``to_dict()``.
+        config: A :class:`~qdevolve.evolve.setup.config.RunConfig` or its ``to_dict()``.
         directory: The example directory (paths inside it are the example's own), or
             ``None`` when there is none to compare with (every named path counts).
     """

@@ -7,7 +7,7 @@ Two layouts are recognised:
   optional ``config.yaml`` and ``prompts/`` overrides. More seeds may sit beside the first
   as ``initial_program_<name>.<ext>``; every seed is evaluated and starts the archive.
 * ShinkaEvolve's: ``initial.<ext>`` + ``evaluate.py`` with ``main(program_path,
-  results_dir)`` (see :mod:`qdevolve.evolve.shinka_compat`), optional ``shinka.yaml``.
+  results_dir)`` (see :mod:`qdevolve.evolve.compat.shinka_compat`), optional ``shinka.yaml``.
 
 The seed's extension picks the program language (:mod:`qdevolve.languages`). An evaluator
 that defines ``evaluate_stage1`` gets cascade evaluation by default (OpenEvolve's default
@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from qdevolve.errors import EvaluationSetupError
-from qdevolve.evolve.config import RunConfig, load_config
-from qdevolve.evolve.trust import Trust, is_inside
-from qdevolve.evolve.validate import MAX_PROGRAM_BYTES, describe_path, require_file
+from qdevolve.evolve.setup.config import RunConfig, load_config
+from qdevolve.evolve.setup.trust import Trust, is_inside
+from qdevolve.evolve.setup.validate import MAX_PROGRAM_BYTES, describe_path, require_file
 from qdevolve.languages import UnknownLanguage, language_for_path
 from qdevolve.mutation.blocks import find_blocks
 
@@ -189,13 +189,13 @@ def load_example(directory: str | Path, *, config_path: str | Path | None = None
 
     Every file the controller reads from the directory (seeds, evaluator, its own config,
     ``prompts/``) must lie inside it, symlinks followed, unless ``trust`` allows
-    ``symlinks`` (:mod:`qdevolve.evolve.trust`); prompt files reached through such a link
+    ``symlinks`` (:mod:`qdevolve.evolve.setup.trust`); prompt files reached through such a link
     are then read once here and kept as inline templates.
 
     Raises:
         EvaluationSetupError / ConfigError: one line naming the file (and key).
     """
-    from qdevolve.evolve import shinka_compat
+    from qdevolve.evolve.compat import shinka_compat
     from qdevolve.sandbox import check_evaluator
 
     d = Path(directory)

@@ -38,7 +38,7 @@ with ``metadata`` holding ``code``, ``features``, ``outputs`` (when recorded), `
 ``score``, ``status``, ``program_id`` and ``archive_cell`` (when admitted).
 
 The loop is the plain engine with a :class:`JoinedListener` (a
-:class:`~qdevolve.evolve.listener.TrainingListener`, not an engine subclass): the engine
+:class:`~qdevolve.evolve.training.listener.TrainingListener`, not an engine subclass): the engine
 writes each rollout with the reward the listener computes in the same transaction as the
 child's evaluation, and calls :meth:`JoinedListener.after_job` after each parent prompt.
 ``group_size`` (default: ``run.children_per_parent``) is how many children of one parent
@@ -68,9 +68,9 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.config import RunConfig
-from qdevolve.evolve.joined_backend import LockedBackend, StoredBefore
-from qdevolve.evolve.listener import Reward
+from qdevolve.evolve.setup import RunConfig
+from qdevolve.evolve.training.joined_backend import LockedBackend, StoredBefore
+from qdevolve.evolve.training.listener import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
 __all__ = ["JoinedListener", "TrainSettings", "apply_policy_options"]
@@ -183,7 +183,7 @@ class JoinedListener:
     es: Any = None  # a GroupES when the objective is 'es'
 
     def __init__(self, store: LineageStore, run_id: str, config: RunConfig) -> None:
-        from qdevolve.evolve.training_groups import GroupCollector
+        from qdevolve.evolve.training.training_groups import GroupCollector
 
         self.settings = TrainSettings.from_dict(config.train)
         self.store, self.run_id = store, run_id

@@ -1,6 +1,6 @@
 """What one ``tell`` stores: a record built before the commit, applied to memory after it.
 
-:meth:`~qdevolve.evolve.engine.Evolution.tell` builds a :class:`TellRecord` (the program,
+:meth:`~qdevolve.evolve.core.engine.Evolution.tell` builds a :class:`TellRecord` (the program,
 its evaluation, archive events, the rollout with its reward, inspiration edges, the budget
 claim, the run state and, every so often, the archive snapshot), commits :meth:`TellRecord.rows`
 in one store transaction, and only then updates memory from it.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qdevolve.db.records import EdgeRecord, EvaluationRecord
-from qdevolve.evolve.listener import Reward
+from qdevolve.evolve.training import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout
 
 __all__ = ["TellRecord"]

@@ -154,7 +154,7 @@ def check_iterations(value: Any, *, where: str) -> None:
 
 
 def check_run_numbers(config: Any, *, where: str = "config") -> None:
-    """Check the numbers of a :class:`~qdevolve.evolve.config.RunConfig` (after CLI overrides).
+    """Check the numbers of a :class:`~qdevolve.evolve.setup.config.RunConfig` (after CLI overrides).
 
     Raises:
         ConfigError: a value is not finite, out of range or of the wrong type.
@@ -236,13 +236,13 @@ def check_db_target(path: Path) -> None:
 def check_start(example: Any, config: Any, db: Path | None = None, *, trust: Any = None) -> list[str]:
     """Every check a new run makes before its seed is evaluated (the CLI and the API call it).
 
-    ``trust`` (a :class:`~qdevolve.evolve.trust.Trust`) is what the user vouches for of the
-    example's own config; ``None`` trusts nothing of it (:mod:`qdevolve.evolve.trust`).
+    ``trust`` (a :class:`~qdevolve.evolve.setup.trust.Trust`) is what the user vouches for of the
+    example's own config; ``None`` trusts nothing of it (:mod:`qdevolve.evolve.setup.trust`).
 
     Returns:
         Warnings to show the user.
     """
-    from qdevolve.evolve.trust import check_example_trust
+    from qdevolve.evolve.setup.trust import check_example_trust
 
     check_run_numbers(config, where=str(example.config_path or "options"))
     warnings = check_example_trust(example, config, trust)

@@ -86,7 +86,7 @@ class RunSummary:
 
 
 def summarize(evo: Any, elapsed: float) -> RunSummary:
-    """The summary of an :class:`~qdevolve.evolve.engine.Evolution` after :meth:`run`."""
+    """The summary of an :class:`~qdevolve.evolve.core.engine.Evolution` after :meth:`run`."""
     led = evo.ledger
     stats = dict(evo.archive.stats())
     if evo.novelty is not None:
@@ -111,7 +111,7 @@ def _record(evo: Any, led: Any) -> str | None:
     record = getattr(evo.config, "record", None)
     if not record:
         return None
-    from qdevolve.evolve.best_known import record_line
+    from qdevolve.evolve.setup import record_line
 
     best = led.best_score
     if record.get("metric") and led.best_id:
