@@ -32,6 +32,7 @@ def _listener(tmp_path: Path, **train: object) -> tuple[JoinedListener, LineageS
     lis.store, lis.run_id, lis.n_tests = store, run_id, 1
     lis.clusterer = registry.cluster.create(lis.settings.cluster)
     lis.shaping = RewardShaping.from_dict(lis.settings.shaping)
+    lis.solved, lis._solved_pending = set(), {}
     return lis, store, run_id, parent
 
 
