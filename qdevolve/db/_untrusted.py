@@ -129,7 +129,8 @@ def check_sqlite_schema(con: sqlite3.Connection, path: Path | str, version: int)
         path: How to name the file.
         version: The file's schema version (older files lack the later tables and columns).
     """
-    from qdevolve.db import schema as S
+    from qdevolve.db._columns import TABLE_COLUMNS
+    from qdevolve.db._version import SCHEMA_VERSION
     from qdevolve.textsafe import terminal_safe_line
 
     def name(text: Any) -> str:
@@ -144,15 +145,15 @@ def check_sqlite_schema(con: sqlite3.Connection, path: Path | str, version: int)
             raise DatabaseError(f"{path}: defines the virtual table '{name(obj)}', which no qdevolve database has; "
                                 "it may be crafted: refusing to read it")
     tables = {t for kind, t, _tbl, _sql in objects if kind == "table"}
-    for table in S.metadata.sorted_tables:
-        if table.name not in tables:
-            if table.name not in CORE_TABLES:
+    for table, columns in TABLE_COLUMNS.items():
+        if table not in tables:
+            if table not in CORE_TABLES:
                 continue
-            raise DatabaseError(f"{path}: has no table '{table.name}', which every qdevolve database has; "
+            raise DatabaseError(f"{path}: has no table '{table}', which every qdevolve database has; "
                                 "it is damaged or not written by qdevolve")
-        have = {r[1] for r in con.execute(f'PRAGMA table_info("{table.name}")')}
-        missing = [c.name for c in table.columns if c.name not in have
-                   and not ((table.name, c.name) in _LATER_COLUMNS and version < S.SCHEMA_VERSION)]
+        have = {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+        missing = [c for c in columns if c not in have
+                   and not ((table, c) in _LATER_COLUMNS and version < SCHEMA_VERSION)]
         if missing:
-            raise DatabaseError(f"{path}: table '{table.name}' lacks the column '{missing[0]}'; it is damaged "
+            raise DatabaseError(f"{path}: table '{table}' lacks the column '{missing[0]}'; it is damaged "
                                 "or not written by qdevolve")

@@ -184,3 +184,12 @@ def test_postgres_statements_are_bounded(pg_url: str) -> None:
         assert time.monotonic() - t0 < 4.5
     finally:
         store.close()
+
+
+def test_the_plain_column_list_matches_the_schema() -> None:
+    """The schema check reads table and column names without SQLAlchemy; they must be the
+    schema's own."""
+    from qdevolve.db import schema as S
+    from qdevolve.db._columns import TABLE_COLUMNS
+
+    assert TABLE_COLUMNS == {t.name: tuple(c.name for c in t.columns) for t in S.metadata.sorted_tables}

@@ -273,7 +273,7 @@ def test_kill_between_every_pair_of_writes_resumes_to_the_uninterrupted_run(tmp_
     with ScriptedServer(reply) as server:
         ex = _example(tmp_path / "ex", server.url)
         whole_db = tmp_path / "whole.sqlite"
-        r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(whole_db), "--no-progress"],
+        r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(whole_db), "--no-progress", "--trust", "backend.api_base"],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         whole = _outcome(whole_db)
@@ -287,7 +287,8 @@ def test_kill_between_every_pair_of_writes_resumes_to_the_uninterrupted_run(tmp_
             db = tmp_path / f"cut-{point.replace(':', '-')}.sqlite"
             r = _script(tmp_path, db, server.url, point, ex)
             assert r.returncode == -signal.SIGKILL, (point, r.stderr[-3000:])
-            r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress"], capture_output=True,
+            r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress", "--trust", "backend.api_base"],
+                               capture_output=True,
                                text=True, timeout=300)
             assert r.returncode == 0, (point, r.stderr[-3000:])
             cut = _outcome(db)
