@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -23,8 +24,12 @@ hf_logging.get_logger("transformers.generation.utils").warning("The attention ma
 
 
 def _run(prelude: str = "") -> subprocess.CompletedProcess[str]:
+    # a fresh environment: quiet_transformers() called earlier in this test process sets
+    # HF_HUB_DISABLE_PROGRESS_BARS and TRANSFORMERS_NO_ADVISORY_WARNINGS in os.environ
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "TRANSFORMERS_", "QDEVOLVE_TRANSFORMERS"))}
     return subprocess.run([sys.executable, "-c", SCRIPT.format(prelude=prelude)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
 
 
 def test_quiet_transformers_silences_logs_and_bars() -> None:

@@ -86,11 +86,12 @@ def _c_string(text: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize("box", [p for p in BACKENDS if p.values[0][0] != "docker"], indirect=True)
 def test_c_constructor_cannot_forge_the_sine_example(box):  # noqa: F811
     """The compiled candidate runs as the evaluator's child (the runner's uid): its
-    constructor plants modules wherever it can, then its output makes the evaluator raise."""
-    if getattr(box, "name", "") == "docker":
-        pytest.skip("the docker image has no C compiler")
+    constructor plants modules wherever it can, then its output makes the evaluator raise.
+    Process backends only: the docker image carries no C compiler, so the C example does
+    not run there."""
     code = C_CONSTRUCTOR.replace("__PLANT__", _c_string(_plant("1.0")))
     r = box.evaluate(Program(code=code, language="c"), str(REPO / "examples/c_sine_approx/evaluator.py"), LIMITS)
     assert not (r.status == "ok" and r.score == 1.0), "forged: the planted module wrote the record"
