@@ -42,7 +42,8 @@ def test_joined_run_on_postgres_saves_weights_under_checkpoint_dir(pg_url: str, 
     for f in ("initial_program.py", "evaluator.py"):
         (example / f).write_text((EXAMPLE / f).read_text())
     ckpt = tmp_path / "ckpt"
-    cfg = (EXAMPLE / "config.yaml").read_text().replace("  every: 64\n", f"  every: 16\n  checkpoint_dir: {ckpt}\n")
+    cfg = (EXAMPLE / "config.yaml").read_text().replace("  every: 32\n", f"  every: 16\n  checkpoint_dir: {ckpt}\n")
+    assert "checkpoint_dir" in cfg, "the example's config no longer has the line this test replaces"
     (example / "config.yaml").write_text(cfg)
     r = _run(["run", str(example), "--db", pg_url, "--iterations", "32", "--name", name, "--no-progress",
               "--trust", "train.checkpoint_dir"], tmp_path)

@@ -145,7 +145,8 @@ def test_joined_run_on_ray_trains_the_actor_another_run_samples_from(ray_address
     from qdevolve.backends.ray_policy import RayPolicyBackend
 
     cfg = (ROOT / "examples" / "expr_evolution" / "config.yaml").read_text().replace(
-        "  every: 64\n", f"  every: 16\n  backend: {{placement: ray, actor: {actor_name}, num_cpus: 0}}\n")
+        "  every: 32\n", f"  every: 16\n  backend: {{placement: ray, actor: {actor_name}, num_cpus: 0}}\n")
+    assert "placement: ray" in cfg, "the example's config no longer has the line this test replaces"
     joined, plain = _example(tmp_path, "joined", cfg), _example(tmp_path, "plain", PLAIN.format(actor=actor_name))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     common = ["--executor", "ray", "--ray-address", ray_address, "--workers", "2", "--no-progress"]
