@@ -184,7 +184,9 @@ def main() -> None:
               "heldout_samples": args.heldout_samples} for s in seeds for a in arms]
     t0, load0 = time.time(), os.getloadavg()
     runs = run_all(plans, max(1, args.jobs))
-    report = {"args": {k: v for k, v in vars(args).items() if k not in ("worker", "merge")}, "seeds": seeds,
+    recorded = {k: v for k, v in vars(args).items() if k not in ("worker", "merge")}
+    recorded["out"] = os.path.relpath(Path(args.out).resolve(), ROOT)  # no path of this machine in the report
+    report = {"args": recorded, "seeds": seeds,
               "arms": arms, "runs": runs, "checkpoints": checkpoints, "wall_s": time.time() - t0,
               "base_build_s": build_s, "load_start": list(load0), "load_end": list(os.getloadavg()),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
