@@ -32,7 +32,8 @@ from qdevolve.sandbox.limits import (
     _MIB,
     SANDBOX_ROOT,
     SandboxLimits,
-    _bwrap_system,
+    bwrap_root_head,
+    mount_parents,
     render_bwrap_argv,
     render_bwrap_zygote_argv,
 )
@@ -149,18 +150,6 @@ class BwrapSandbox(WarmPath, ProcessSandbox):
 BWRAP_ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 
 
-def _parents(paths: list[str]) -> list[str]:
-    """Every directory above ``paths`` (bwrap as root makes mount points' parents 0700)."""
-    out: list[str] = []
-    for path in paths:
-        up, chain = os.path.dirname(path), []
-        while up not in ("/", "/tmp", ""):
-            chain.append(up)
-            up = os.path.dirname(up)
-        out += [d for d in reversed(chain) if d not in out]
-    return out
-
-
 def render_bwrap_root_argv(python: str, runner_dir: str, workdir: str, *, limits: SandboxLimits,
                            env: dict[str, str], ro_paths: list[str], evaluator_dir: str | None) -> list[str]:
     """argv of a cold ``bwrap`` evaluation started as root (see the module doc).
@@ -170,19 +159,11 @@ def render_bwrap_root_argv(python: str, runner_dir: str, workdir: str, *, limits
     the work dir a tmpfs of ``work_mb``, root's and sticky (mode 1777), with the program and
     the run file (root's, 0600) bound read-only.
     """
-    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-    if not limits.network:
-        argv.append("--unshare-net")
-    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
-    for cap in BWRAP_ROOT_CAPS:
-        argv += ["--cap-add", cap]
-    for name, value in env.items():
-        argv += ["--setenv", name, value]
-    argv += _bwrap_system()
+    argv = bwrap_root_head(limits, env, BWRAP_ROOT_CAPS)
     argv += ["--perms", "1777", "--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
     ro = [p for p in ro_paths if not p.startswith("/usr/")]
     work = f"{SANDBOX_ROOT}/work"
-    for d in _parents([*ro, f"{SANDBOX_ROOT}/runner", f"{SANDBOX_ROOT}/evaluator", work]):
+    for d in mount_parents([*ro, f"{SANDBOX_ROOT}/runner", f"{SANDBOX_ROOT}/evaluator", work]):
         argv += ["--perms", "0755", "--dir", d]
     for path in ro:
         argv += ["--ro-bind", path, path]

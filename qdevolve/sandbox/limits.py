@@ -7,6 +7,7 @@ keyword arguments that tests assert on directly (policy as data).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,6 +258,34 @@ def _bwrap_system() -> list[str]:
 BWRAP_ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 
 
+def bwrap_root_head(limits: SandboxLimits, env: dict[str, str], caps: Sequence[str]) -> list[str]:
+    """The start of a ``bwrap`` argv run as root: new ipc, pid, uts, cgroup and (unless
+    ``limits.network``) network namespaces, no user namespace, every capability dropped but
+    ``caps``, a clean environment of ``env`` and the read-only system directories."""
+    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if not limits.network:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
+    for cap in caps:
+        argv += ["--cap-add", cap]
+    for name, value in env.items():
+        argv += ["--setenv", name, value]
+    return argv + _bwrap_system()
+
+
+def mount_parents(paths: Sequence[str]) -> list[str]:
+    """Every directory above ``paths``, outermost first (``bwrap`` as root makes a mount
+    point's missing parents 0700, so they are made 0755 for the evaluation's uids)."""
+    out: list[str] = []
+    for path in paths:
+        up, chain = os.path.dirname(path), []
+        while up not in ("/", "/tmp", ""):
+            chain.append(up)
+            up = os.path.dirname(up)
+        out += [d for d in reversed(chain) if d not in out]
+    return out
+
+
 def render_bwrap_zygote_argv(
     python: str, runner_dir: str, eval_dir: str, *, limits: SandboxLimits, env: dict[str, str],
     ro_paths: list[str],
@@ -271,26 +300,10 @@ def render_bwrap_zygote_argv(
     template mounts a fresh ``/tmp``, ``/dev/shm`` and work dir in new mount, pid and ipc
     namespaces per evaluation and switches to its uid, which clears them for good.
     """
-    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-    if not limits.network:
-        argv.append("--unshare-net")
-    argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL"]
-    for cap in BWRAP_ZYGOTE_CAPS:
-        argv += ["--cap-add", cap]
-    for name, value in env.items():
-        argv += ["--setenv", name, value]
-    argv += _bwrap_system()
+    argv = bwrap_root_head(limits, env, BWRAP_ZYGOTE_CAPS)
     argv += ["--size", str(int(limits.tmpfs_mb) * _MIB), "--tmpfs", "/tmp"]
     # bwrap as root makes the mount points' parents 0700: the evaluation's uid must walk them
-    parents: list[str] = []
-    for path in [p for p in ro_paths if not p.startswith("/usr/")] + [f"{SANDBOX_ROOT}/runner"]:
-        up = os.path.dirname(path)
-        chain = []
-        while up not in ("/", "/tmp", ""):
-            chain.append(up)
-            up = os.path.dirname(up)
-        parents += [d for d in reversed(chain) if d not in parents]
-    for d in parents:
+    for d in mount_parents([p for p in ro_paths if not p.startswith("/usr/")] + [f"{SANDBOX_ROOT}/runner"]):
         argv += ["--perms", "0755", "--dir", d]
     for path in ro_paths:
         if not path.startswith("/usr/"):
