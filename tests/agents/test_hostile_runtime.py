@@ -102,6 +102,7 @@ def test_a_process_that_outlives_the_agent_is_killed(kind):
     token = f"qdevolve-agent-test-{uuid.uuid4().hex}"
     out = run("orphan", kind, feedback={"token": token})
     assert out.status == "ok", (out.error, out.log)
+    assert out.child.endswith("# running")
     assert processes_with(token) == []
 
 
@@ -125,10 +126,24 @@ def test_a_child_just_under_message_bytes_is_accepted(kind):
     assert out.status == "ok" and out.child == "x" * 3000
 
 
-def test_no_stage_directory_or_uid_process_is_left(kind):
-    import tempfile
+def test_no_stage_directory_or_uid_process_is_left(kind, monkeypatch):
+    from qdevolve.agents import _launch
+    from qdevolve.sandbox._proc import uid_processes
 
-    before = {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("qdevolve-agent-")}
-    run("odd", kind, feedback={"mode": "crash"})
-    after = {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("qdevolve-agent-")}
-    assert after <= before
+    stages = []
+    real_stage = _launch._stage
+
+    def recording_stage(*args, **kwargs):
+        stages.append(real_stage(*args, **kwargs))
+        return stages[-1]
+
+    monkeypatch.setattr(_launch, "_stage", recording_stage)
+    source = "import os\ndef propose(task, parent, feedback, tools):\n    return str(os.getuid())\n"
+    out = run_agent(source, task=TASK, parent="", feedback={}, tools=FakeTools(), budget=AgentBudget(),
+                    sandbox=kind)
+    assert out.status == "ok" and len(stages) == 1
+    assert not stages[0].exists()
+    uid = int(out.child)
+    if os.geteuid() == 0:
+        assert uid != 0 and uid != os.getuid()  # the candidate principal, not the controller
+        assert uid_processes([uid]) == {}

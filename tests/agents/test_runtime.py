@@ -116,6 +116,14 @@ def test_memory_hog_ends_memory(kind):
     assert out.child is None
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_memory_cap_is_memory_mb(kind):
+    backend_or_skip(kind)
+    out = run("hog_report", FakeTools(), sandbox=kind, memory_mb=256)
+    assert out.status == "ok", (out.error, out.log)
+    assert 64 <= int(out.child) < 256  # refused below the cap; the interpreter holds the rest
+
+
 def test_docker_is_refused_with_one_clear_line():
     with pytest.raises(ValueError, match="local or bwrap"):
         run("good", FakeTools(), sandbox="docker")
