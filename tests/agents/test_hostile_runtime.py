@@ -147,3 +147,21 @@ def test_no_stage_directory_or_uid_process_is_left(kind, monkeypatch):
     if os.geteuid() == 0:
         assert uid != 0 and uid != os.getuid()  # the candidate principal, not the controller
         assert uid_processes([uid]) == {}
+
+
+def test_no_network_and_no_qdevolve_inside(kind):
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    try:
+        out = run("caller", kind, feedback={"port": server.getsockname()[1]})
+        assert out.status == "ok", (out.error, out.log)
+        seen = comment_json(out.child)
+        assert seen["connect"] != "connected" and seen["import"] == "ModuleNotFoundError"
+        with pytest.raises(OSError):  # nothing reached the host's loopback
+            server.accept()
+    finally:
+        server.close()

@@ -124,6 +124,13 @@ def test_memory_cap_is_memory_mb(kind):
     assert 64 <= int(out.child) < 256  # refused below the cap; the interpreter holds the rest
 
 
+def test_agent_that_does_not_compile_is_an_error():
+    out = run_agent("def propose(:\n", task=TASK, parent=PROGRAM, feedback={}, tools=FakeTools(),
+                    budget=AgentBudget(wall_s=20), sandbox="local")
+    assert out.status == "error" and "SyntaxError" in out.error and "'tiny'" in out.error
+    assert "SyntaxError" in out.log
+
+
 def test_docker_is_refused_with_one_clear_line():
     with pytest.raises(ValueError, match="local or bwrap"):
         run("good", FakeTools(), sandbox="docker")
