@@ -9,7 +9,10 @@ sandbox's ``_mountview``/``_procctl`` helpers, ``agent.py`` and ``config.json``:
   directory) plus the qdevolve repository and the tools' private paths (the task's
   evaluator directory), copies the stage into a private tmpfs (its cwd), then drops to a
   candidate uid from the sandbox's pool.  Without root: the same namespaces under a user
-  namespace when the kernel allows it, else a bare process in its own session.
+  namespace when the kernel allows it (every capability dropped once the view is built),
+  else a bare process in its own session (a development fallback, as the ``local``
+  sandbox's: the host is visible with the user's rights, and a process that calls
+  ``setsid()`` can outlive the run).
 * ``bwrap``: the bwrap sandbox's root confinement (``bwrap_root_head``: read-only system
   directories, private ``/tmp`` and ``/dev/shm``, new pid/ipc/uts/net namespaces), the stage
   read-only at ``/qdevolve/agent``, a tmpfs work directory as cwd, and the bootstrap drops to
