@@ -55,11 +55,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from samples_report import plot, read_records, report_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# arm -> train.objective (None: the frozen base, never stepped)
-ARMS: dict[str, dict[str, Any] | None] = {
-    "frozen": None,
-    "grpo": {"type": "grpo"},
-    "ips": {"type": "ips", "key": "cluster", "reward": "raw"},
+# arm -> its objective (None: the frozen base, never stepped) and its changes to the train / run sections
+ARMS: dict[str, dict[str, Any]] = {
+    "frozen": {"objective": None},
+    "grpo": {"objective": {"type": "grpo"}},
+    "ips": {"objective": {"type": "ips", "key": "cluster", "reward": "raw"}},
+    # diagnostics, one change each: copies penalised (ThetaEvolve's -0.3 for a lazy or duplicate child) ...
+    "grpo+shaped": {"objective": {"type": "grpo"}, "train": {"shaping": {"lazy": -0.3, "duplicate": -0.3}}},
+    # ... or one parent prompt in flight (no two trainer steps overlap), on both sides of the comparison
+    "frozen+serial": {"objective": None, "run": {"max_pending": 1}},
+    "grpo+serial": {"objective": {"type": "grpo"}, "run": {"max_pending": 1}},
 }
 NEVER = 10**9  # train.every of the frozen arm: no trainer step within any budget
 WINDOWS = 8  # the budget in this many windows of calls: reward and copies over the run
@@ -72,12 +77,15 @@ def run_config(task: Path, arm: str, calls: int, seed: int, policy_dir: str) -> 
 
     ex = load_example(task)
     train = dict(ex.config.train or {})
-    objective = ARMS[arm]
-    train.update(policy=policy_dir, objective=dict(objective or {"type": "grpo"}), max_samples=calls)
+    spec = ARMS[arm]
+    objective = spec["objective"]
+    train.update(policy=policy_dir, objective=dict(objective or {"type": "grpo"}), max_samples=calls,
+                 **spec.get("train", {}))
     if objective is None:
         train["every"] = NEVER
     cfg = ex.config.with_overrides(iterations=calls * 4, workers=1, seed=seed, max_duplicate_streak=NEVER,
-                                   sandbox={"type": "policy_expr", "task": str(task)}, train=train)
+                                   sandbox={"type": "policy_expr", "task": str(task)}, train=train,
+                                   **spec.get("run", {}))
     return ex, apply_policy_options(cfg, policy=None, objective=None, every=None)
 
 
