@@ -35,6 +35,7 @@ version (the policy's reward over steps).
     nice -n 10 python benchmarks/bench_policy_samples.py            # default budget (BENCHMARKS.md)
     python benchmarks/bench_policy_samples.py --tasks expr_evolution --arms frozen,grpo --seeds 2 --calls 64
     python benchmarks/bench_policy_samples.py --report-only          # rebuild report and plot from --out
+    python benchmarks/bench_policy_samples.py --arms grpo+shaped,frozen+serial,grpo+serial --seeds 3   # diagnostics
 """
 
 from __future__ import annotations
@@ -264,24 +265,25 @@ def arm_lines(task: str, runs: list[dict[str, Any]], arms: list[str]) -> list[st
     return lines + ([f"(Windows of {width} calls.)"] if width else []) + [""]
 
 
-def load_runs(out: Path, tasks: list[str], arms: list[str]) -> tuple[dict, list[dict[str, Any]]]:
-    """Records and summaries of every run stored under ``out/<task>/<arm>/seed*/``."""
+def load_runs(out: Path, tasks: list[str], arms: list[str], seeds: int | None = None) -> tuple[dict, list[dict[str, Any]]]:
+    """Records and summaries of the runs stored under ``out/<task>/<arm>/seed<s>/`` (s < ``seeds``: all if None)."""
     results: dict[str, dict[str, list]] = {}
     runs: list[dict[str, Any]] = []
     for task in tasks:
         tdir = out / task.replace(":", "_")
         for arm in arms:
-            seeds = sorted(d for d in (tdir / arm).glob("seed*") if (d / "run.json").exists())
-            if seeds:
-                results.setdefault(task, {})[arm] = [read_records(d / "evaluations.jsonl") for d in seeds]
-                for d in seeds:
+            dirs = sorted(d for d in (tdir / arm).glob("seed*") if (d / "run.json").exists()
+                          and (seeds is None or int(d.name[4:]) < seeds))
+            if dirs:
+                results.setdefault(task, {})[arm] = [read_records(d / "evaluations.jsonl") for d in dirs]
+                for d in dirs:
                     runs.append({**json.loads((d / "run.json").read_text()), "task": task, "error": None})
     return results, runs
 
 
 def render(out: Path, tasks: list[str], arms: list[str], calls: int, head: list[str], plot_path: Path,
-           minutes: dict[str, float] | None = None) -> str:
-    results, runs = load_runs(out, tasks, arms)
+           minutes: dict[str, float] | None = None, seeds: int | None = None) -> str:
+    results, runs = load_runs(out, tasks, arms, seeds)
     lines, summaries = list(head), {}
     for task in tasks:
         if task not in results:
@@ -320,8 +322,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--arms: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
     if args.report_only:
-        text = render(args.out, tasks, arms, args.calls, [f"# bench_policy_samples report rebuilt from "
-                                                          f"{os.path.relpath(args.out, ROOT)}", ""], args.plot)
+        head = [f"# bench_policy_samples report rebuilt from {os.path.relpath(args.out, ROOT)} (arms {args.arms}, "
+                f"seeds 0-{args.seeds - 1})", ""]
+        text = render(args.out, tasks, arms, args.calls, head, args.plot, seeds=args.seeds)
         args.report.write_text(text)
         print(text)
         return
@@ -345,7 +348,7 @@ def main() -> None:
             f"--calls {args.calls} --seeds {args.seeds} --policy-seed {args.policy_seed} --jobs {args.jobs}` "
             f"({os.cpu_count()} cores, load average {min(loads):.1f}-{max(loads):.1f} at the task boundaries).", ""]
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    text = render(args.out, tasks, arms, args.calls, head, args.plot, minutes)
+    text = render(args.out, tasks, arms, args.calls, head, args.plot, minutes, seeds=args.seeds)
     args.report.write_text(text)
     print(text)
     print(f"wrote {args.report} and {args.plot}")
