@@ -44,16 +44,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from samples_report import plot, read_records, report_lines  # noqa: E402
+from worker_pool import run_in_workers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # arm -> its objective (None: the frozen base, never stepped) and its changes to the train / run sections
@@ -201,34 +199,16 @@ def worker(plans: list[dict[str, Any]]) -> None:
 
 def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
     """Spread the plans round-robin over ``jobs`` worker processes; their summaries as they finish."""
-    shares = [plans[i::jobs] for i in range(jobs) if plans[i::jobs]]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    logs = [tempfile.TemporaryFile(mode="w+") for _ in shares]  # a pipe nobody reads would block the worker
-    procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(share)],
-                              stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-             for share, log in zip(shares, logs, strict=True)]
     runs: list[dict[str, Any]] = []
 
-    def collect(proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                r = json.loads(line)
-                runs.append(r)
-                print(f"{r['task']} {r['arm']} seed {r['seed']}: " + (f"FAILED {r['error']}" if r["error"] else
-                      f"{r['rollouts']} calls ({r['generated']} generated), {r['evaluated']} evaluated, "
-                      f"{r['copies']} copies, {r['failed']} failed, {r['trainer_steps']} steps, "
-                      f"{r['wall_s']:.0f} s"), flush=True)
+    def show(r: dict[str, Any]) -> None:
+        runs.append(r)
+        print(f"{r['task']} {r['arm']} seed {r['seed']}: " + (f"FAILED {r['error']}" if r["error"] else
+              f"{r['rollouts']} calls ({r['generated']} generated), {r['evaluated']} evaluated, "
+              f"{r['copies']} copies, {r['failed']} failed, {r['trainer_steps']} steps, "
+              f"{r['wall_s']:.0f} s"), flush=True)
 
-    with ThreadPoolExecutor(max_workers=len(procs)) as pool:
-        list(pool.map(collect, procs))
-    for proc, log in zip(procs, logs, strict=True):
-        code = proc.wait()
-        log.seek(0)
-        err = log.read()
-        log.close()
-        if code != 0:
-            raise SystemExit(f"a benchmark worker failed:\n{err[-3000:]}")
+    run_in_workers(Path(__file__).resolve(), plans, jobs, show, env={"PYTHONPATH": str(ROOT)})
     return runs
 
 
