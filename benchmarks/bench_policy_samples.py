@@ -13,7 +13,10 @@ flight, the same for every arm). Arms:
 * ``grpo``: trained during the run with the default objective (``train.objective``'s default,
   GRPO), a step every ``train.every`` (32) evaluations at the example's learning rate (1e-3);
 * ``ips`` (diversity objective): the example's own objective, IPS on the raw score over
-  semantic classes.
+  semantic classes;
+* diagnostics, one change each: ``grpo+shaped`` (copies earn -0.3: ``train.shaping``),
+  ``frozen+serial`` and ``grpo+serial`` (one parent prompt in flight, ``run.max_pending: 1``,
+  so trainer steps cannot overlap).
 
 **A model call is one completion of the policy**, evaluated or not: a child that is evaluated
 (its rollout linked to the new program), a child that copies its parent or a stored program
