@@ -278,7 +278,7 @@ def render(out: Path, tasks: list[str], arms: list[str], calls: int, head: list[
             lines += [f"Wall time for this task (every arm, every seed): {minutes[task]:.1f} min.", ""]
     if summaries:
         plot(summaries, {t: results[t] for t in summaries}, calls, plot_path)
-        lines += [f"![best score and top-10 mean against model calls]({os.path.relpath(plot_path, ROOT)})", ""]
+        lines += [f"Plot (best score and top-10 mean against model calls): `{os.path.relpath(plot_path, ROOT)}`.", ""]
     return "\n".join(lines) + "\n"
 
 
