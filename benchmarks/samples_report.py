@@ -111,8 +111,8 @@ def plot(summaries: dict[str, dict], results: dict[str, dict[str, list]], n_call
                 lo = [min(r[c] for r in runs) for c in range(n_calls + 1)]
                 hi = [max(r[c] for r in runs) for c in range(n_calls + 1)]
                 color = colors.get(fw.split("+")[0], None)
-                ax.plot(range(n_calls + 1), m[key], label=fw, color=color)
-                ax.fill_between(range(n_calls + 1), lo, hi, alpha=0.15, color=color)
+                (line,) = ax.plot(range(n_calls + 1), m[key], label=fw, color=color)
+                ax.fill_between(range(n_calls + 1), lo, hi, alpha=0.15, color=line.get_color())  # band = its line
             ax.set_title(f"{task}: {'best score' if key == 'best' else 'top-10 mean'}", fontsize=9)
             ax.set_xlabel("model calls", fontsize=8)
             ax.tick_params(labelsize=7)
