@@ -398,12 +398,16 @@ class JoinedListener:
         return metrics
 
     async def train_step(self) -> dict[str, Any] | None:
-        """One trainer step on the groups completed since the last one; a new policy version."""
-        groups, last = self.groups.complete()
-        if not groups:
-            return None
+        """One trainer step on the groups completed since the last one; a new policy version.
+
+        The groups are collected under the backend's lock, and ``last_seq`` moves on before
+        the lock is released: two steps due at once (several prompts in flight) train on
+        disjoint groups, never twice on the same rollouts with stale log-probabilities."""
         loop = asyncio.get_running_loop()
         async with self.backend._lock():
+            groups, last = self.groups.complete()
+            if not groups:
+                return None
             t0 = time.perf_counter()
             metrics = await loop.run_in_executor(None, self.trainer.step, groups)
             metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
@@ -419,7 +423,7 @@ class JoinedListener:
                 inner.policy_version = version
             else:
                 inner.load_policy(version, self._path_of(version))
-        self.groups.last_seq = max(self.groups.last_seq, last)
+            self.groups.last_seq = max(self.groups.last_seq, last)
         self.evals_since_step = 0
         self.train_log.append({"version": version, **metrics})
         return metrics
