@@ -57,7 +57,7 @@ from qdevolve.evolve.setup import BudgetMeter, Example, RunConfig
 from qdevolve.evolve.training import RewardCounting, TrainingListener, score_reward
 from qdevolve.mutation.base import Candidate
 from qdevolve.textsafe import terminal_safe_line
-from qdevolve.types import ArchiveEvent, EvalResult, Program
+from qdevolve.types import ArchiveEvent, EvalResult, Program, new_id
 
 __all__ = ["Evolution", "RunSummary", "make_limits", "make_sandbox", "default_db_path"]
 
@@ -105,10 +105,10 @@ class Evolution:
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
         self._rebuild()
-        # The budget counter each stored child claims in its own transaction (qdevolve.db.claims):
+        # The budget counter each stored child claims in its tell's transaction (qdevolve.db.claims):
         # the run's own, or a pool shared by the runs of several controllers on one database.
+        # Created by the start's transaction and again (unless it exists) when run() opens the run.
         self.budget_counter = f"pool:{config.budget_pool}" if config.budget_pool else run_id
-        store.init_budget(self.budget_counter, 0 if config.budget_pool else self.ledger.stored)
         self._pool_spent = False
         self.migration = self._attach_migration()  # pool runs exchange elites through the database
 
@@ -128,10 +128,14 @@ class Evolution:
     def start(cls, example: Example, config: RunConfig, store: LineageStore, *, progress: bool = True,
               console: Any = None, plugin_files: list[Any] = (), listener: TrainingListener | None = None,
               **kw: Any) -> Evolution:
-        """Create a run: build the plugins, evaluate and place every seed, then store run and seeds.
+        """Create a run: build the plugins, evaluate and place every seed, then store the run in
+        one unit of work.
 
         A seed that does not evaluate ``ok`` or that the archive cannot place is a setup error
-        raised before the run row exists, so nothing half-made is left behind."""
+        raised before anything is stored. The run row, its ``--plugin`` files, its budget
+        counter and every seed's record (program, evaluation, archive events, run state) are
+        committed in one transaction (:meth:`LineageStore.start_run`), so a process killed at
+        any moment of the start leaves no run or a whole one that resumes."""
         plugins = EnginePlugins.build(config)  # a bad name fails before any evaluation is spent
         plugins.plugin_files = tuple(Path(pf.path) for pf in plugin_files)
         try:
@@ -151,18 +155,23 @@ class Evolution:
                 outcomes.append(outcome)
             run_cfg = config.to_dict()
             run_cfg["sandbox_resolved"] = plugins.sandbox_type
-            run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
-                                      example_dir=str(example.directory), seed=config.seed)
-            for pf in plugin_files:
-                store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
+            run_id = new_id()  # nothing is stored under it until start_run commits
             evo = cls(store, run_id, example, config, progress=progress, console=console, plugins=plugins,
                       listener=listener, **kw)
+            records = []
+            for seed, outcome, seed_events in zip(seeds, outcomes, events, strict=True):
+                seed.run_id = run_id
+                records.append(evo._record(seed, outcome.result, None, outcome.worker, seed_events,
+                                           stored_before=False, claim=None))
+            store.start_run(run_id, name=config.name or example.directory.name, config=run_cfg,
+                            example_dir=str(example.directory), seed=config.seed,
+                            plugin_files=[(pf.path, pf.sha256, pf.names) for pf in plugin_files],
+                            budget=(evo.budget_counter, 0), batches=[r.rows() for r in records])
         except BaseException:
             plugins.close()
             raise
-        for seed, outcome, seed_events in zip(seeds, outcomes, events, strict=True):
-            seed.run_id = run_id
-            evo.tell(seed, outcome.result, worker=outcome.worker, events=seed_events)
+        for record in records:
+            evo._apply(record, None)
         return evo
 
     @classmethod
@@ -416,10 +425,11 @@ class Evolution:
         from qdevolve.evolve.report import ProgressDisplay
 
         lease = self.store.lease(self.run_id).acquire()  # one writer per run: refuses while another lives
-        self.store.update_run(self.run_id, status="running")
-        self.store.set_state(self.run_id, "budget", self.config.iterations)
-        if not self.config.budget_pool:  # the run's own counter, under its lease, equals its children
-            self.store.reconcile_budget(self.run_id)
+        # one transaction: status, the budget asked for, the budget counter (created unless it
+        # exists) and, for the run's own counter under its lease, the counter set to its children
+        pool = bool(self.config.budget_pool)
+        self.store.open_run(self.run_id, state={"budget": self.config.iterations},
+                            budget=(self.budget_counter, 0 if pool else self.ledger.stored), reconcile=not pool)
         t0 = time.time()
         self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
         status = "stopped"
