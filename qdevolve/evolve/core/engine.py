@@ -368,13 +368,15 @@ class Evolution:
             run_id=self.run_id, program=program, result=result, stored_before=stored_before,
             edges=tuple(child.edges) if child is not None else (),
             evaluation=EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id),
-            events=events, rollout=rollout, reward=reward, state=self._state(), claim=claim,
+            events=events, rollout=rollout, reward=reward, state=self.run_state(), claim=claim,
             snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive))
 
     def _apply(self, record: TellRecord, child: Child | None) -> None:
         """Memory after the commit: ledger, caches, observers, listener counters, display."""
         program, result = record.program, record.result
         self._stored_unevaluated.discard(program.id)
+        if program.code:  # a seed's too: a later copy of it is a duplicate, as it is after a resume
+            self.hashes.add(program.code_hash)
         self.ledger.note(program, result, new_program=not record.stored_before)
         if record.reward is not None and isinstance(self.listener, RewardCounting):
             self.listener.count_reward(program, record.reward)
@@ -401,7 +403,9 @@ class Evolution:
                          f"children across its runs)")
         return []
 
-    def _state(self) -> dict[str, Any]:
+    def run_state(self) -> dict[str, Any]:
+        """The run-state keys every write of the run's progress carries (``qdevolve.evolve.core.run_state``):
+        random state, token/cost usage, the ensemble's bandit statistics and the counters."""
         state: dict[str, Any] = {"rng": self.rng.bit_generator.state}
         state["usage"] = self.budget.state()
         if isinstance(self.backend, StatefulBackend):
