@@ -344,11 +344,19 @@ class LineageStore:
                  if k.startswith(claims.CLAIM_PREFIX)}
         return migrants, taken
 
-    def claim_migrant(self, pool: str, program_id: str, controller: str) -> bool:
-        """Take the pool's migrant ``program_id`` for ``controller`` (True when it is ours); the
-        claim never expires: the migrant was delivered, or will be on the taker's resume."""
+    def take_migrant(self, pool: str, program_id: str, controller: str, *, run_id: str,
+                     events: Sequence[ArchiveEvent] = (), state: dict[str, Any] | None = None) -> bool:
+        """Claim the pool's migrant ``program_id`` for ``controller`` and store what taking it
+        implies (the taker's archive ``events`` and run-state keys ``state``) in **one**
+        transaction. True when the migrant is ours (a claim we made, or ours from before);
+        False when another controller holds it: then nothing is written. The claim never
+        expires: the migrant was delivered with it."""
+        batch = self._resolve(run_id=run_id, events=events, state=state)
         with self._begin() as c:
-            return claims.claim_program(c, pool, program_id, controller, lease_s=_FOREVER)
+            if not claims.claim_program(c, pool, program_id, controller, lease_s=_FOREVER):
+                return False
+            self._write_batch(c, batch)
+        return True
 
     def init_budget(self, counter: str, stored: int) -> None:
         """Create the budget counter ``counter`` with ``stored`` units unless it exists (a run's

@@ -35,7 +35,7 @@ from .conftest import QDEVOLVE
 
 ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = 12
-TARGET = 6  # the tell (of the killed process) around which the kills land; the seed's is the first
+TARGET = 6  # the tell (of the killed process) around which the kills land: its 6th child
 
 SEED = '''"""Three constants; the evaluator scores how close they get to (3, -1, 2)."""
 

@@ -119,7 +119,8 @@ class Evolution:
             return None
         mig = PoolMigration(self.store, self.run_id, f"pool:{self.config.budget_pool}", *parsed,
                             archive=self.archive, program=self.cache.get, hashes=self.hashes,
-                            remember=lambda p, r: self.cache.remember(p, r, self._elite_ids))
+                            remember=lambda p, r: self.cache.remember(p, r, self._elite_ids),
+                            reload=self.reload_archive)
         self.hooks.append(mig.after_child)
         return mig
 
