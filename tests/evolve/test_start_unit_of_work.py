@@ -119,6 +119,12 @@ def test_a_start_killed_anywhere_leaves_no_run_or_a_whole_one(tmp_path: Path) ->
             continue
         whole += 1
         assert rows["runs"] == 1 and rows["programs"] == rows["evaluations"] == 1, (point, rows)
+        con = sqlite3.connect(db)
+        try:  # the run state the seed left, the budget asked for and the budget counter
+            keys = {k for (k,) in con.execute("SELECT key FROM run_state")}
+        finally:
+            con.close()
+        assert {"rng", "counters", "budget", "budget.stored"} <= keys, (point, keys)
         r = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--no-progress"], capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0, (point, r.stderr[-3000:])

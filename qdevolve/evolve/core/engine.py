@@ -167,7 +167,9 @@ class Evolution:
             store.start_run(run_id, name=config.name or example.directory.name, config=run_cfg,
                             example_dir=str(example.directory), seed=config.seed,
                             plugin_files=[(pf.path, pf.sha256, pf.names) for pf in plugin_files],
-                            budget=(evo.budget_counter, 0), batches=[r.rows() for r in records])
+                            budget=(evo.budget_counter, 0),
+                            batches=[*(r.rows() for r in records),
+                                     {"run_id": run_id, "state": {"budget": config.iterations}}])
         except BaseException:
             plugins.close()
             raise
