@@ -512,19 +512,17 @@ class LineageStore:
 
     def status_counts(self, run_id: str, *, up_to_eval: int | None = None) -> dict[str, int]:
         """Evaluations of the run by stored status (those with id ``<= up_to_eval`` when given)."""
-        e = S.evaluations
-        q = select(e.c.status, func.count()).where(e.c.run_id == run_id).group_by(e.c.status)
-        if up_to_eval is not None:
-            q = q.where(e.c.id <= up_to_eval)
-        with self._connect() as c:
-            return {str(s): int(n) for s, n in c.execute(q)}
+        return self._count_by(S.evaluations, "status", run_id, up_to_eval)
 
     def event_kind_counts(self, run_id: str, *, up_to_event: int | None = None) -> dict[str, int]:
         """Archive events of the run by kind (those with id ``<= up_to_event`` when given)."""
-        a = S.archive_events
-        q = select(a.c.kind, func.count()).where(a.c.run_id == run_id).group_by(a.c.kind)
-        if up_to_event is not None:
-            q = q.where(a.c.id <= up_to_event)
+        return self._count_by(S.archive_events, "kind", run_id, up_to_event)
+
+    def _count_by(self, table: Any, column: str, run_id: str, up_to: int | None) -> dict[str, int]:
+        key = table.c[column]
+        q = select(key, func.count()).where(table.c.run_id == run_id).group_by(key)
+        if up_to is not None:
+            q = q.where(table.c.id <= up_to)
         with self._connect() as c:
             return {str(k): int(n) for k, n in c.execute(q)}
 

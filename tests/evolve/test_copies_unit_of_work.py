@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +24,10 @@ import pytest
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import program_after, prompt_of
 
+from ._kill import run_script
 from .test_tell_unit_of_work import ITERATIONS, SEED, _example, _outcome
 from .test_tell_unit_of_work import reply as edit_reply
 
-ROOT = Path(__file__).resolve().parents[2]
 TARGET = 2  # the plan with copies around which the kills land
 
 
@@ -46,15 +44,11 @@ def reply(req: dict[str, Any]) -> str:
 
 
 SCRIPT = r'''
-import os, signal, sys
-from qdevolve.db.store import LineageStore
 from qdevolve.evolve.core.engine import Evolution
 from qdevolve.evolve.training import Reward, score_reward
 
-db, example, mode, point, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-where, _, k = point.partition(":")
-k = int(k or 0)
-st = {"plans": 0, "window": False, "commits": 0, "inserts": 0}
+db, example, mode, target = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+st["plans"] = 0
 
 
 class CopyListener:
@@ -80,12 +74,7 @@ class CopyListener:
         return None
 
 
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 orig_dups, orig_ask = Evolution.tell_duplicates, Evolution.ask
-orig_begin, orig_insert = LineageStore._begin, LineageStore._insert
 
 
 def tell_duplicates(self, plan):
@@ -96,44 +85,11 @@ def tell_duplicates(self, plan):
 
 
 def ask(self, *a, **kw):
-    if st["window"]:
-        st["window"] = False
-        if where == "count":
-            print("commits", st["commits"], "inserts", st["inserts"], flush=True)
-            die()
+    end_window()
     return orig_ask(self, *a, **kw)
 
 
-class Begin:
-    def __init__(self, cm):
-        self.cm = cm
-
-    def __enter__(self):
-        return self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        out = self.cm.__exit__(*exc)
-        if st["window"] and exc[0] is None:
-            st["commits"] += 1
-            if where == "after" and st["commits"] == k:
-                die()
-        return out
-
-
-def begin(self):
-    return Begin(orig_begin(self))
-
-
-def insert(self, c, mapper, items, ctx):
-    orig_insert(self, c, mapper, items, ctx)
-    if st["window"] and items:
-        st["inserts"] += 1
-        if where == "in" and st["inserts"] == k:
-            die()
-
-
 Evolution.tell_duplicates, Evolution.ask = tell_duplicates, ask
-LineageStore._begin, LineageStore._insert = begin, insert
 store = LineageStore(db)
 if mode == "start":
     from qdevolve.evolve.setup.example import load_example
@@ -144,17 +100,11 @@ else:
                            example_dir=example)
 evo.run()
 evo.close()
-if where == "count":
-    print("no window", flush=True)
 '''
 
 
 def _run(tmp_path: Path, db: Path, ex: Path, mode: str, point: str) -> subprocess.CompletedProcess[str]:
-    script = tmp_path / "copies.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, str(script), str(db), str(ex), mode, point, str(TARGET)], env=env,
-                          capture_output=True, text=True, timeout=180)
+    return run_script(tmp_path / "copies.py", SCRIPT, [str(db), str(ex), mode, str(TARGET)], point)
 
 
 def _rollouts(db: Path) -> list[tuple[Any, ...]]:

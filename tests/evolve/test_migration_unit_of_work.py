@@ -12,56 +12,26 @@ migrant claimed by B and delivered nowhere.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.scale._example import write_example
 
-ROOT = Path(__file__).resolve().parents[2]
+from ._kill import run_script
+
 POOL = "uow-pool"
 
 SCRIPT = r'''
-import os, signal, sys
 from qdevolve.db import claims
-from qdevolve.db.store import LineageStore
 from qdevolve.evolve.core.engine import Evolution
 
-db, run_b, point = sys.argv[1], sys.argv[2], sys.argv[3]
-where, _, k = point.partition(":")
-k = int(k or 0)
-st = {"window": False, "commits": 0}
-orig_begin, orig_claim = LineageStore._begin, claims.claim_program
-
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-class Begin:
-    def __init__(self, cm):
-        self.cm = cm
-
-    def __enter__(self):
-        return self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        out = self.cm.__exit__(*exc)
-        if st["window"] and exc[0] is None:
-            st["commits"] += 1
-            if where == "after" and st["commits"] == k:
-                die()
-        return out
-
-
-def begin(self):
-    return Begin(orig_begin(self))
+db, run_b = sys.argv[1], sys.argv[2]
+orig_claim = claims.claim_program
 
 
 def claim(*a, **kw):
@@ -71,7 +41,7 @@ def claim(*a, **kw):
     return ours
 
 
-LineageStore._begin, claims.claim_program = begin, claim
+claims.claim_program = claim
 store = LineageStore(db, create=False)
 evo = Evolution.resume(store, run_b, progress=False)
 st["window"] = True
@@ -105,11 +75,7 @@ def _setup(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 def _run(tmp_path: Path, db: Path, run_b: str, point: str) -> subprocess.CompletedProcess[str]:
-    script = tmp_path / "take.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, str(script), str(db), run_b, point], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_script(tmp_path / "take.py", SCRIPT, [str(db), run_b], point, timeout=120)
 
 
 def _taken(db: Path, run_a: str, run_b: str) -> tuple[dict[str, str], list[str], list[str], list[str]]:

@@ -8,74 +8,34 @@ run without its seed.
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ._kill import run_script
 from .conftest import QDEVOLVE, write_example
 
-ROOT = Path(__file__).resolve().parents[2]
-
 KILL_SCRIPT = r'''
-import os, signal, sys
-from qdevolve.db.store import LineageStore
 from qdevolve.evolve.core.engine import Evolution
 from qdevolve.evolve.setup.example import load_example
 
-db, example, point = sys.argv[1], sys.argv[2], sys.argv[3]
-where, _, k = point.partition(":")
-k = int(k or 0)
-st = {"starting": False, "commits": 0, "inserts": 0}
-orig_start, orig_begin, orig_insert = Evolution.start.__func__, LineageStore._begin, LineageStore._insert
-
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-class Begin:
-    def __init__(self, cm):
-        self.cm = cm
-
-    def __enter__(self):
-        return self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        out = self.cm.__exit__(*exc)
-        if st["starting"] and exc[0] is None:
-            st["commits"] += 1
-            if where == "after" and st["commits"] == k:
-                die()  # this transaction committed; what the start writes next has not
-        return out
-
-
-def begin(self):
-    return Begin(orig_begin(self))
-
-
-def insert(self, c, mapper, items, ctx):
-    orig_insert(self, c, mapper, items, ctx)
-    if st["starting"] and items:
-        st["inserts"] += 1
-        if where == "in" and st["inserts"] == k:
-            die()  # inside the open transaction, after this table's rows
+db, example = sys.argv[1], sys.argv[2]
+orig_start = Evolution.start.__func__
 
 
 def start(cls, *a, **kw):
-    st["starting"] = True
-    evo = orig_start(cls, *a, **kw)
-    st["starting"] = False
+    st["window"] = True
+    orig_start(cls, *a, **kw)
+    st["window"] = False
     if where == "count":
         print("commits", st["commits"], "inserts", st["inserts"], flush=True)
     die()  # the start is done; the run itself has not begun
 
 
-LineageStore._begin, LineageStore._insert, Evolution.start = begin, insert, classmethod(start)
+Evolution.start = classmethod(start)
 store = LineageStore(db)
 ex = load_example(example)
 Evolution.start(ex, ex.config, store, progress=False).run()
@@ -93,11 +53,7 @@ def _rows(db: Path) -> dict[str, int]:
 
 
 def _kill(tmp_path: Path, db: Path, ex: Path, point: str) -> subprocess.CompletedProcess[str]:
-    script = tmp_path / "kill_start.py"
-    script.write_text(KILL_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run([sys.executable, str(script), str(db), str(ex), point], env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = run_script(tmp_path / "kill_start.py", KILL_SCRIPT, [str(db), str(ex)], point, timeout=120)
     assert r.returncode == -signal.SIGKILL, (point, r.stderr[-3000:])
     return r
 
