@@ -67,12 +67,14 @@ class Evolution:
 
     Use :meth:`start` for a new run (evaluates the seed first) and :meth:`resume` to go on
     with a stored one; then :meth:`run`. ``listener`` trains a policy while evolving (built
-    from ``config.train`` when not given).
+    from ``config.train`` when not given, unless ``train`` is False: :meth:`start` builds it
+    once the run is stored, since the policy's base version is stored under the run).
     """
 
     def __init__(self, store: LineageStore, run_id: str, example: Example, config: RunConfig, *,
                  progress: bool = True, console: Any = None, plugins: EnginePlugins | None = None,
-                 listener: TrainingListener | None = None, backend: Backend | None = None) -> None:
+                 listener: TrainingListener | None = None, backend: Backend | None = None,
+                 train: bool = True) -> None:
         self.store, self.run_id, self.example, self.config = store, run_id, example, config
         self.progress, self.console = progress, console
         if plugins is None:
@@ -82,18 +84,15 @@ class Evolution:
             plugins.plugin_files = tuple(Path(pf["path"]) for pf in current_plugin_files(store.plugin_files(run_id)))
         self.plugins = plugins
         self.archive, self.executor = self.plugins.archive, self.plugins.executor
-        self.listener = listener if listener is not None else _default_listener(store, run_id, config)
-        self.backend: Backend | None = backend or (self.listener.backend if self.listener is not None else None) \
-            or build_backend(config)
-        self._reporter = self.backend if isinstance(self.backend, RewardReporting) else None
         self.rng = np.random.default_rng(config.seed)
         self.cache = ProgramCache(store)  # parents and inspirations, by id
-        group = (self.listener.group_size if self.listener is not None else None) or config.children_per_parent
         self.breeder = Breeder(run_id=run_id, rng=self.rng, archive=self.archive, selection=self.plugins.selection,
                                operators=self.plugins.operators, weights=self.plugins.weights,
                                names=self.plugins.names, cache=self.cache, config=config,
-                               prompt_settings={"example_dir": str(example.directory), **config.prompt},
-                               group_size=group)
+                               prompt_settings={"example_dir": str(example.directory), **config.prompt})
+        if listener is None and train:
+            listener = _default_listener(store, run_id, config)
+        self._use_listener(listener, backend)
         self.ledger = RunLedger(budget=config.iterations)  # every counter; the display reads only this
         self.hashes: set[str] = set()         # code hashes stored or in flight (dedupe)
         self.hooks: list[Callable[[Program, EvalResult, Candidate | None], Any]] = []
@@ -111,6 +110,22 @@ class Evolution:
         self.budget_counter = f"pool:{config.budget_pool}" if config.budget_pool else run_id
         self._pool_spent = False
         self.migration = self._attach_migration()  # pool runs exchange elites through the database
+
+    def _use_listener(self, listener: TrainingListener | None, backend: Backend | None) -> None:
+        """The run's training listener and the backend it generates through (the listener's
+        unless ``backend`` is given; ``config.backend`` without a listener). A run with
+        ``train:`` whose listener is not built yet has no backend until it is."""
+        self.listener = listener
+        if backend is None and listener is not None:
+            backend = listener.backend
+        if backend is None and (listener is not None or not self.config.train):
+            backend = build_backend(self.config)
+        self.backend: Backend | None = backend
+        self._reporter = backend if isinstance(backend, RewardReporting) else None
+        group = (listener.group_size if listener is not None else None) or self.config.children_per_parent
+        if group < 1:
+            raise ConfigError(f"group_size must be >= 1, got {group}")
+        self.breeder.group_size = group
 
     def _attach_migration(self) -> PoolMigration | None:
         """The pool migration of this run, registered as a hook (``None``: not configured)."""
@@ -158,7 +173,7 @@ class Evolution:
             run_cfg["sandbox_resolved"] = plugins.sandbox_type
             run_id = new_id()  # nothing is stored under it until start_run commits
             evo = cls(store, run_id, example, config, progress=progress, console=console, plugins=plugins,
-                      listener=listener, **kw)
+                      listener=listener, train=False, **kw)
             records = []
             for seed, outcome, seed_events in zip(seeds, outcomes, events, strict=True):
                 seed.run_id = run_id
@@ -170,6 +185,8 @@ class Evolution:
                             budget=(evo.budget_counter, 0),
                             batches=[*(r.rows() for r in records),
                                      {"run_id": run_id, "state": {"budget": config.iterations}}])
+            if evo.listener is None and config.train:  # its base policy version is stored under the run
+                evo._use_listener(_default_listener(store, run_id, config), kw.get("backend"))
         except BaseException:
             plugins.close()
             raise
