@@ -253,18 +253,12 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
 def _remove_if_empty(db_path: Path, directory: Path) -> None:
     """Remove what a failed start created: the database when it holds no run, and the example."""
     import shutil
-    import sqlite3
+
+    from qdevolve.db import sqlite_run_count
 
     empty = True
     if db_path.exists():
-        try:
-            con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-            try:
-                empty = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
-            finally:
-                con.close()
-        except sqlite3.Error:
-            empty = True
+        empty = not sqlite_run_count(db_path)  # unreadable (None) or no run (0)
         if empty:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(db_path) + suffix).unlink(missing_ok=True)

@@ -12,20 +12,22 @@ one process, but through the shared database instead of memory:
   ``migrant/<program id>``, value ``{"from_run", "island", "score", "code_hash"}`` (an
   upsert: publishing again is harmless).
 * **Pick up.** After each child it stores, a controller reads the pool's migrants that
-  other runs published and that no run has taken yet, and **claims** each one with
-  :func:`qdevolve.db.claims.claim_program` (``claim/<program id>`` in the pool's rows: the
-  primary key makes exactly one controller the taker). A migrant whose code hash the run
-  already holds is claimed and skipped (OpenEvolve's rule against duplicate migrants).
-  The taker offers it to its archive (island ``island mod n_islands``) and writes the
-  archive events, kind ``migrated`` with ``data = {"from_run", "from_island",
-  "inner_kind"}``, with the run-state key ``migration`` (published and received ids) in one
-  transaction.
+  other runs published and that no run has taken yet, offers each one to its archive
+  (island ``island mod n_islands``) and **takes** it with the store's ``take_migrant``: in
+  one transaction the claim (``claim/<program id>`` in the pool's rows, see
+  :func:`qdevolve.db.claims.claim_program`: the primary key makes exactly one controller the
+  taker), the archive events, kind ``migrated`` with ``data = {"from_run", "from_island",
+  "inner_kind"}``, and the run-state key ``migration`` (published, received and skipped
+  ids). A migrant whose code hash the run already holds is taken and skipped (OpenEvolve's
+  rule against duplicate migrants). When another controller took it first nothing is
+  written and the archive is put back as the store holds it (the ``reload`` callback).
 
 The program row stays in the run that bred it (its lineage is there); the receiving run
-references it by id. A controller killed between its claim and the event write finds its
-own claim on resume and delivers the migrant then; nothing is lost or taken twice. On
-resume the received migrants are offered again after the run's own children are replayed
-(for MAP-Elites the cell elites are the same whatever the order; ties may differ).
+references it by id. A controller killed at any moment has taken a migrant whole (claim,
+events and state) or not at all; a claim without its events (written by a version that
+claimed in a transaction of its own) is found on resume and delivered then. On resume the
+received migrants are offered again after the run's own children are replayed (for
+MAP-Elites the cell elites are the same whatever the order; ties may differ).
 """
 
 from __future__ import annotations
@@ -54,10 +56,8 @@ class MigrantStore(Protocol):
 
     def pool_migrants(self, pool: str) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]: ...
 
-    def claim_migrant(self, pool: str, program_id: str, controller: str) -> bool: ...
-
-    def write(self, *, run_id: str | None = None, events: Any = (), state: dict[str, Any] | None = None,
-              **rows: Any) -> None: ...
+    def take_migrant(self, pool: str, program_id: str, controller: str, *, run_id: str,
+                     events: Any = (), state: dict[str, Any] | None = None) -> bool: ...
 
 
 def parse_pool_migration(options: Any, *, pool: str | None, need_pool: bool = True) -> tuple[int, int] | None:
@@ -96,14 +96,19 @@ class PoolMigration:
         program: ``program_id -> (Program, EvalResult)`` (the engine's program cache).
         remember: Called with a received migrant that scored (the engine caches it).
         hashes: Code hashes the run holds; a migrant's hash is added when it is received.
+        reload: Puts the run's archive back as the store holds it (and calls
+            :meth:`replace_archive`); called when another controller took a migrant this one
+            had offered to its archive already.
     """
 
     def __init__(self, store: MigrantStore, run_id: str, pool: str, interval: int, count: int, *, archive: Any,
                  program: Callable[[str], tuple[Program, EvalResult]],
-                 remember: Callable[[Program, EvalResult], None], hashes: set[str]) -> None:
+                 remember: Callable[[Program, EvalResult], None], hashes: set[str],
+                 reload: Callable[[], None]) -> None:
         self.store, self.run_id, self.pool = store, run_id, pool
         self.interval, self.count = interval, count
         self.archive, self._program, self._remember, self.hashes = archive, program, remember, hashes
+        self._reload = reload
         state = self.store.get_state(self.run_id, "migration") or {}
         self.published: list[str] = list(state.get("published", []))
         self.received: list[str] = list(state.get("received", []))
@@ -162,8 +167,6 @@ class PoolMigration:
         for pid, info in migrants.items():
             if info.get("from_run") == self.run_id or pid in mine or taken.get(pid, self.run_id) != self.run_id:
                 continue
-            if not self.store.claim_migrant(self.pool, pid, self.run_id):
-                continue
             events += self._receive(pid, info)
         return events
 
@@ -174,11 +177,11 @@ class PoolMigration:
         return dataclasses.replace(prog, island=prog.island % n), res
 
     def _receive(self, pid: str, info: dict[str, Any]) -> list[ArchiveEvent]:
+        """Take one migrant: the claim, its events and the ``migration`` state in one store call."""
         prog, res = self._load(pid)
         if prog.code_hash in self.hashes:
-            self.store.write(run_id=self.run_id, state={"migration": {**self.state(),
-                                                                      "skipped": self.skipped + [pid]}})
-            self.skipped.append(pid)
+            if self._take(pid, [], {**self.state(), "skipped": self.skipped + [pid]}):
+                self.skipped.append(pid)
             return []
         events = self.archive.add(prog, res)
         for ev in events:
@@ -187,13 +190,18 @@ class PoolMigration:
                 ev.data = {**ev.data, "from_run": info.get("from_run"), "from_island": info.get("island"),
                            "inner_kind": ev.kind}
                 ev.kind = "migrated"
-        self.store.write(run_id=self.run_id, events=events, state={"migration": {
-            **self.state(), "received": self.received + [pid]}})
+        if not self._take(pid, events, {**self.state(), "received": self.received + [pid]}):
+            self._reload()  # another controller took it first: the archive as the store holds it
+            return []
         self.received.append(pid)
         self.hashes.add(prog.code_hash)
         if res.ok and res.score is not None:
             self._remember(prog, res)
         return events
+
+    def _take(self, pid: str, events: list[ArchiveEvent], migration: dict[str, Any]) -> bool:
+        return self.store.take_migrant(self.pool, pid, self.run_id, run_id=self.run_id, events=events,
+                                       state={"migration": migration})
 
 
 def migrants_of(store: MigrantStore, pool: str) -> list[dict[str, Any]]:

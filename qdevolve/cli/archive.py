@@ -58,13 +58,7 @@ def _fmt(v: Any, digits: int = 6) -> str:
 def by_worker(store: LineageStore, run_id: str) -> dict[str, int] | None:
     """Evaluations per worker (``evaluations.worker``), counted in the database; ``None`` on
     schemas without the column."""
-    from sqlalchemy import inspect
-
-    if "worker" not in {c["name"] for c in inspect(store.engine).get_columns("evaluations")}:
-        return None
-    rows = store.execute("SELECT worker, COUNT(*) FROM evaluations WHERE run_id = :r "
-                         "GROUP BY worker ORDER BY COUNT(*) DESC", r=run_id)
-    return {str(w) if w is not None else "-": int(n) for w, n in rows}
+    return store.evaluations_by_worker(run_id)
 
 
 def _summary(run: dict[str, Any], rep: Replay, workers: dict[str, int] | None = None) -> dict[str, Any]:

@@ -234,16 +234,9 @@ def _with_ray_address(config: Any, address: str) -> Any:
 
 def _empty_run_db(path: Path) -> bool:
     """True when a database this command created holds no run (setup failed before the seed)."""
-    import sqlite3
+    from qdevolve.db import sqlite_run_count
 
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return False
+    return sqlite_run_count(path) == 0
 
 
 def _remove_db(path: Path) -> None:

@@ -153,6 +153,19 @@ def check_sqlite_file(path: Path, *, create: bool) -> bool:
     return False
 
 
+def sqlite_run_count(path: Path) -> int | None:
+    """Runs a SQLite file holds, read without writing to it; ``None`` when it cannot be read
+    as a run database (not SQLite, no ``runs`` table, locked)."""
+    try:
+        con = sqlite3.connect(_readonly_uri(Path(path)), uri=True)
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+
+
 def _importable(module: str) -> bool:
     import importlib.util
 

@@ -205,28 +205,98 @@ class LineageStore:
             BudgetSpent: the claim would pass ``total`` (or the counter does not exist);
                 nothing of the batch is stored.
         """
+        batch = self._resolve(run_id=run_id, programs=programs, evaluations=evaluations, edges=edges,
+                              events=events, rollouts=rollouts, rewards=rewards, state=state, budget=budget,
+                              snapshot=snapshot)
+        with self._begin() as c:
+            self._write_batch(c, batch)
+
+    def _resolve(self, *, run_id: str | None = None, programs: Sequence[Program] = (),
+                 evaluations: Sequence[EvaluationRecord | tuple[Any, ...]] = (),
+                 edges: Sequence[EdgeRecord | tuple[str, str, str]] = (), events: Sequence[ArchiveEvent] = (),
+                 rollouts: Sequence[Rollout] = (), rewards: Sequence[RewardRecord] = (),
+                 state: dict[str, Any] | None = None, budget: tuple[str, int, int] | None = None,
+                 snapshot: str | None = None) -> dict[str, Any]:
+        """A :meth:`write` batch checked and resolved (parent edges, evaluation run ids) before
+        its transaction opens."""
         if (state or snapshot) and not run_id:
             raise ValueError("write(state=..., snapshot=...) needs run_id")
         edge_recs, evals = _rows.resolve_batch(programs, evaluations, edges, events, run_id,
                                                self._run_ids_of, self.name)
+        return {"run_id": run_id, "programs": programs, "edges": edge_recs, "evaluations": evals,
+                "events": events, "rollouts": rollouts, "rewards": rewards, "state": state,
+                "budget": budget, "snapshot": snapshot}
+
+    def _write_batch(self, c: Connection, b: dict[str, Any]) -> None:
+        """One resolved batch inside the open transaction ``c`` (see :meth:`write`)."""
+        run_id, budget = b["run_id"], b["budget"]
         ctx = {"now": time.time(), "run_id": run_id or ""}
+        if budget is not None and not claims.take_budget(c, budget[0], budget[1], budget[2]):
+            raise BudgetSpent(f"{self.name}: budget counter {budget[0]!r} has no {budget[1]} "
+                              f"unit(s) left of {budget[2]}")
+        self._insert(c, _rows.PROGRAM, b["programs"], ctx)
+        self._insert(c, _rows.EDGE, b["edges"], ctx)
+        self._insert(c, _rows.EVALUATION, b["evaluations"], ctx)
+        self._insert(c, _rows.EVENT, b["events"], ctx)
+        self._insert(c, _rows.ROLLOUT, b["rollouts"], ctx)
+        for r in map(as_reward, b["rewards"]):
+            c.execute(update(S.rollouts).where(S.rollouts.c.id == r.rollout_id).values(
+                reward=finite_or_none(r.reward), cluster_key=text_col(r.cluster_key),
+                reward_vector=None if r.reward_vector is None else dumps(r.reward_vector)))
+        if b["state"]:
+            self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in b["state"].items()])
+        if b["snapshot"] is not None:
+            snapshots.write_snapshot(c, run_id or "", b["snapshot"])
+
+    # -- starting and (re)opening a run, each one transaction --------------------------------
+    def start_run(self, run_id: str, *, name: str | None = None, config: dict[str, Any] | None = None,
+                  example_dir: str | None = None, seed: int | None = None,
+                  plugin_files: Sequence[tuple[str, str, Sequence[Sequence[str]]]] = (),
+                  budget: tuple[str, int] | None = None, batches: Sequence[dict[str, Any]] = ()) -> str:
+        """Create run ``run_id`` with everything its start stores, in **one** transaction: the
+        run row, its ``--plugin`` files ``(path, sha256, names)``, its budget counter
+        ``(counter, stored)`` (created unless it exists, :func:`qdevolve.db.claims.init_budget`)
+        and ``batches``, each the keyword arguments of one :meth:`write` (the seeds, their
+        evaluations, archive events and the run state), written in order.
+
+        A process killed at any moment leaves no run or the whole started one.
+
+        Raises:
+            DatabaseError: a run with this id exists already (nothing is written).
+        """
+        resolved = [self._resolve(**b) for b in batches]
+        now = time.time()
         with self._begin() as c:
-            if budget is not None and not claims.take_budget(c, budget[0], budget[1], budget[2]):
-                raise BudgetSpent(f"{self.name}: budget counter {budget[0]!r} has no {budget[1]} "
-                                  f"unit(s) left of {budget[2]}")
-            self._insert(c, _rows.PROGRAM, programs, ctx)
-            self._insert(c, _rows.EDGE, edge_recs, ctx)
-            self._insert(c, _rows.EVALUATION, evals, ctx)
-            self._insert(c, _rows.EVENT, events, ctx)
-            self._insert(c, _rows.ROLLOUT, rollouts, ctx)
-            for r in map(as_reward, rewards):
-                c.execute(update(S.rollouts).where(S.rollouts.c.id == r.rollout_id).values(
-                    reward=finite_or_none(r.reward), cluster_key=text_col(r.cluster_key),
-                    reward_vector=None if r.reward_vector is None else dumps(r.reward_vector)))
+            if c.execute(select(S.runs.c.id).where(S.runs.c.id == run_id)).first() is not None:
+                raise DatabaseError(f"{self.name}: a run with id {run_id!r} exists already")
+            c.execute(insert(S.runs).values(
+                id=run_id, name=text_col(name or run_id[:8]), status="running", example_dir=text_col(example_dir),
+                seed=seed, config=dumps(config or {}), created_at=now, updated_at=now))
+            for path, sha256, names in plugin_files:
+                c.execute(insert(S.plugin_files).values(run_id=run_id, path=text_col(path), sha256=sha256,
+                                                        names=dumps([list(n) for n in names]), loaded_at=now))
+            if budget is not None:
+                claims.init_budget(c, budget[0], budget[1])
+            for b in resolved:
+                self._write_batch(c, b)
+        return run_id
+
+    def open_run(self, run_id: str, *, state: dict[str, Any] | None = None,
+                 budget: tuple[str, int] | None = None, reconcile: bool = False) -> None:
+        """Mark run ``run_id`` running as its writer begins (start or resume), in one
+        transaction: its status, the run-state keys ``state``, its budget counter ``(counter,
+        stored)`` created unless it exists, and with ``reconcile`` the run's own counter set to
+        its stored children (:func:`qdevolve.db.claims.reconcile_budget`, under the run lease)."""
+        now = time.time()
+        with self._begin() as c:
+            c.execute(update(S.runs).where(S.runs.c.id == run_id).values(status="running", updated_at=now))
             if state:
-                self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in state.items()])
-            if snapshot is not None:
-                snapshots.write_snapshot(c, run_id or "", snapshot)
+                self._upsert_state(c, [_rows.STATE.to_row(kv, {"now": now, "run_id": run_id})
+                                       for kv in state.items()])
+            if budget is not None:
+                claims.init_budget(c, budget[0], budget[1])
+            if reconcile:
+                claims.reconcile_budget(c, run_id)
 
     def _upsert_state(self, c: Connection, rows: list[dict[str, Any]]) -> None:
         """The one way run-state keys are written: ``INSERT ... ON CONFLICT (run_id, key) DO
@@ -274,11 +344,19 @@ class LineageStore:
                  if k.startswith(claims.CLAIM_PREFIX)}
         return migrants, taken
 
-    def claim_migrant(self, pool: str, program_id: str, controller: str) -> bool:
-        """Take the pool's migrant ``program_id`` for ``controller`` (True when it is ours); the
-        claim never expires: the migrant was delivered, or will be on the taker's resume."""
+    def take_migrant(self, pool: str, program_id: str, controller: str, *, run_id: str,
+                     events: Sequence[ArchiveEvent] = (), state: dict[str, Any] | None = None) -> bool:
+        """Claim the pool's migrant ``program_id`` for ``controller`` and store what taking it
+        implies (the taker's archive ``events`` and run-state keys ``state``) in **one**
+        transaction. True when the migrant is ours (a claim we made, or ours from before);
+        False when another controller holds it: then nothing is written. The claim never
+        expires: the migrant was delivered with it."""
+        batch = self._resolve(run_id=run_id, events=events, state=state)
         with self._begin() as c:
-            return claims.claim_program(c, pool, program_id, controller, lease_s=_FOREVER)
+            if not claims.claim_program(c, pool, program_id, controller, lease_s=_FOREVER):
+                return False
+            self._write_batch(c, batch)
+        return True
 
     def init_budget(self, counter: str, stored: int) -> None:
         """Create the budget counter ``counter`` with ``stored`` units unless it exists (a run's
@@ -424,6 +502,64 @@ class LineageStore:
             rows = c.execute(_queries.unevaluated(run_id)).all()
             parents = _queries.parents_of(c, [r.id for r in rows])
         return [_rows.program_from_row(r, parents.get(r.id, [])) for r in rows]
+
+    def count_evaluations_after(self, run_id: str, eval_id: int) -> int:
+        """Evaluations of the run stored after evaluation ``eval_id`` (a snapshot's tail)."""
+        e = S.evaluations
+        with self._connect() as c:
+            return int(c.execute(select(func.count()).select_from(e).where(
+                e.c.run_id == run_id, e.c.id > eval_id)).scalar() or 0)
+
+    def status_counts(self, run_id: str, *, up_to_eval: int | None = None) -> dict[str, int]:
+        """Evaluations of the run by stored status (those with id ``<= up_to_eval`` when given)."""
+        return self._count_by(S.evaluations, "status", run_id, up_to_eval)
+
+    def event_kind_counts(self, run_id: str, *, up_to_event: int | None = None) -> dict[str, int]:
+        """Archive events of the run by kind (those with id ``<= up_to_event`` when given)."""
+        return self._count_by(S.archive_events, "kind", run_id, up_to_event)
+
+    def _count_by(self, table: Any, column: str, run_id: str, up_to: int | None) -> dict[str, int]:
+        key = table.c[column]
+        q = select(key, func.count()).where(table.c.run_id == run_id).group_by(key)
+        if up_to is not None:
+            q = q.where(table.c.id <= up_to)
+        with self._connect() as c:
+            return {str(k): int(n) for k, n in c.execute(q)}
+
+    def _has_worker_column(self) -> bool:
+        from sqlalchemy import inspect
+
+        return "worker" in {col["name"] for col in inspect(self.engine).get_columns("evaluations")}
+
+    def evaluations_by_worker(self, run_id: str) -> dict[str, int] | None:
+        """Evaluations of the run per worker (``"-"``: none recorded), most first; ``None`` on
+        schemas without ``evaluations.worker``."""
+        if not self._has_worker_column():
+            return None
+        e = S.evaluations
+        n = func.count().label("n")
+        with self._connect() as c:
+            rows = c.execute(select(e.c.worker, n).where(e.c.run_id == run_id)
+                             .group_by(e.c.worker).order_by(n.desc())).all()
+        return {str(w) if w is not None else "-": int(k) for w, k in rows}
+
+    def latest_worker(self, program_id: str) -> str | None:
+        """Where the program's latest evaluation ran; ``None`` when unknown (or on schemas
+        without ``evaluations.worker``)."""
+        if not self._has_worker_column():
+            return None
+        e = S.evaluations
+        with self._connect() as c:
+            return c.execute(select(e.c.worker).where(e.c.program_id == program_id)
+                             .order_by(e.c.id.desc()).limit(1)).scalar()
+
+    def programs_per_policy(self, run_id: str) -> dict[int, int]:
+        """Programs of the run per policy version that generated them (unversioned left out)."""
+        p = S.programs
+        with self._connect() as c:
+            rows = c.execute(select(p.c.policy_version, func.count()).where(
+                p.c.run_id == run_id, p.c.policy_version.is_not(None)).group_by(p.c.policy_version)).all()
+        return {int(v): int(n) for v, n in rows}
 
     def code_hashes(self, run_id: str) -> list[str]:
         """Code hashes of the run's programs, failed mutations (empty code) excluded."""

@@ -78,7 +78,7 @@ from qdevolve.db.store import LineageStore
 from qdevolve.evolve.core.engine import Evolution
 
 db, url, step, example, start = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "start"
-TARGET = 3  # the third tell of this process (the seed's is the first of a new run)
+TARGET = 2 if start else 3  # the 2nd child of a new run (its start stores the seed), the 3rd of a resume
 state = {"n": 0, "active": False, "inserts": 0}
 
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,11 +29,12 @@ from qdevolve.evolve.setup.example import load_example
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import ScriptedModel, prompt_of
 
+from ._kill import run_script
 from .conftest import QDEVOLVE
 
 ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = 12
-TARGET = 6  # the tell (of the killed process) around which the kills land; the seed's is the first
+TARGET = 6  # the tell (of the killed process) around which the kills land: its 6th child
 
 SEED = '''"""Three constants; the evaluator scores how close they get to (3, -1, 2)."""
 
@@ -163,19 +162,11 @@ def test_budget_spent_in_the_commit_changes_nothing_in_memory(tmp_path: Path, mo
 
 # -- kill between every pair of writes, then resume ---------------------------------------------
 KILL_SCRIPT = r'''
-import os, signal, sys
-from qdevolve.db.store import LineageStore
 from qdevolve.evolve.core.engine import Evolution
 
-db, url, point, example, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-where, _, k = point.partition(":")
-k = int(k or 0)
-st = {"tells": 0, "window": False, "commits": 0, "inserts": 0}
-orig_tell, orig_ask, orig_begin, orig_insert = Evolution.tell, Evolution.ask, LineageStore._begin, LineageStore._insert
-
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
+db, url, example, target = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+st["tells"] = 0
+orig_tell, orig_ask = Evolution.tell, Evolution.ask
 
 
 def tell(self, *a, **kw):
@@ -186,43 +177,11 @@ def tell(self, *a, **kw):
 
 
 def ask(self, *a, **kw):
-    if st["window"]:
-        st["window"] = False
-        if where == "count":
-            print("commits", st["commits"], "inserts", st["inserts"], flush=True)
-            die()
+    end_window()
     return orig_ask(self, *a, **kw)
 
 
-class Begin:
-    def __init__(self, cm):
-        self.cm = cm
-
-    def __enter__(self):
-        return self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        out = self.cm.__exit__(*exc)
-        if st["window"] and exc[0] is None:
-            st["commits"] += 1
-            if where == "after" and st["commits"] == k:
-                die()  # this transaction committed; whatever the engine writes next has not
-        return out
-
-
-def insert(self, c, mapper, items, ctx):
-    orig_insert(self, c, mapper, items, ctx)
-    if st["window"] and items:
-        st["inserts"] += 1
-        if where == "in" and st["inserts"] == k:
-            die()  # inside the transaction, after this table's rows
-
-
-def begin(self):
-    return Begin(orig_begin(self))
-
-
-Evolution.tell, Evolution.ask, LineageStore._begin, LineageStore._insert = tell, ask, begin, insert
+Evolution.tell, Evolution.ask = tell, ask
 from qdevolve.evolve.setup.example import load_example
 store = LineageStore(db)
 ex = load_example(example)
@@ -261,11 +220,7 @@ def _outcome(db: Path) -> dict[str, Any]:
 
 
 def _script(tmp_path: Path, db: Path, url: str, point: str, ex: Path) -> subprocess.CompletedProcess[str]:
-    script = tmp_path / "kill_tell.py"
-    script.write_text(KILL_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, str(script), str(db), url, point, str(ex), str(TARGET)],
-                          env=env, capture_output=True, text=True, timeout=180)
+    return run_script(tmp_path / "kill_tell.py", KILL_SCRIPT, [str(db), url, str(ex), str(TARGET)], point)
 
 
 @pytest.mark.slow

@@ -40,8 +40,7 @@ def rebuild(store: LineageStore, run_id: str | None, *, points: int = 400,
     start, after = (_from_snapshot(store, run["id"], spec) if points <= 1 else None), 0
     if start is not None:
         start, after = start
-        n_eval = start.evaluated + store.execute("SELECT COUNT(*) FROM evaluations WHERE run_id = :r "
-                                                 "AND id > :e", r=run["id"], e=after)[0][0]
+        n_eval = start.evaluated + store.count_evaluations_after(run["id"], after)
     else:
         n_eval = store.count_evaluations(run["id"])
     every = max(1, math.ceil(n_eval / max(points, 1)))
@@ -68,12 +67,9 @@ def _from_snapshot(store: LineageStore, run_id: str, spec: dict[str, Any]) -> tu
     except (ValueError, KeyError, TypeError):  # another spec or layout: replay in full
         return None
     by_status: Counter[str] = Counter()
-    for status, n in store.execute("SELECT status, COUNT(*) FROM evaluations WHERE run_id = :r AND id <= :e "
-                                   "GROUP BY status", r=run_id, e=snap.eval_id):
-        by_status[known_status(status, None)[0]] += int(n)
-    events = Counter({str(k): int(n) for k, n in store.execute(
-        "SELECT kind, COUNT(*) FROM archive_events WHERE run_id = :r AND id <= :v GROUP BY kind",
-        r=run_id, v=snap.event_id)})
+    for status, n in store.status_counts(run_id, up_to_eval=snap.eval_id).items():
+        by_status[known_status(status, None)[0]] += n
+    events = Counter(store.event_kind_counts(run_id, up_to_event=snap.event_id))
     return Replay(archive=arc, programs=snap.evaluations, evaluated=snap.evaluations, by_status=by_status,
                   events=events), snap.eval_id
 

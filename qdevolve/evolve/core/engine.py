@@ -57,7 +57,7 @@ from qdevolve.evolve.setup import BudgetMeter, Example, RunConfig
 from qdevolve.evolve.training import RewardCounting, TrainingListener, score_reward
 from qdevolve.mutation.base import Candidate
 from qdevolve.textsafe import terminal_safe_line
-from qdevolve.types import ArchiveEvent, EvalResult, Program
+from qdevolve.types import ArchiveEvent, EvalResult, Program, new_id
 
 __all__ = ["Evolution", "RunSummary", "make_limits", "make_sandbox", "default_db_path"]
 
@@ -67,12 +67,14 @@ class Evolution:
 
     Use :meth:`start` for a new run (evaluates the seed first) and :meth:`resume` to go on
     with a stored one; then :meth:`run`. ``listener`` trains a policy while evolving (built
-    from ``config.train`` when not given).
+    from ``config.train`` when not given, unless ``train`` is False: :meth:`start` builds it
+    once the run is stored, since the policy's base version is stored under the run).
     """
 
     def __init__(self, store: LineageStore, run_id: str, example: Example, config: RunConfig, *,
                  progress: bool = True, console: Any = None, plugins: EnginePlugins | None = None,
-                 listener: TrainingListener | None = None, backend: Backend | None = None) -> None:
+                 listener: TrainingListener | None = None, backend: Backend | None = None,
+                 train: bool = True) -> None:
         self.store, self.run_id, self.example, self.config = store, run_id, example, config
         self.progress, self.console = progress, console
         if plugins is None:
@@ -82,18 +84,15 @@ class Evolution:
             plugins.plugin_files = tuple(Path(pf["path"]) for pf in current_plugin_files(store.plugin_files(run_id)))
         self.plugins = plugins
         self.archive, self.executor = self.plugins.archive, self.plugins.executor
-        self.listener = listener if listener is not None else _default_listener(store, run_id, config)
-        self.backend: Backend | None = backend or (self.listener.backend if self.listener is not None else None) \
-            or build_backend(config)
-        self._reporter = self.backend if isinstance(self.backend, RewardReporting) else None
         self.rng = np.random.default_rng(config.seed)
         self.cache = ProgramCache(store)  # parents and inspirations, by id
-        group = (self.listener.group_size if self.listener is not None else None) or config.children_per_parent
         self.breeder = Breeder(run_id=run_id, rng=self.rng, archive=self.archive, selection=self.plugins.selection,
                                operators=self.plugins.operators, weights=self.plugins.weights,
                                names=self.plugins.names, cache=self.cache, config=config,
-                               prompt_settings={"example_dir": str(example.directory), **config.prompt},
-                               group_size=group)
+                               prompt_settings={"example_dir": str(example.directory), **config.prompt})
+        if listener is None and train:
+            listener = _default_listener(store, run_id, config)
+        self._use_listener(listener, backend)
         self.ledger = RunLedger(budget=config.iterations)  # every counter; the display reads only this
         self.hashes: set[str] = set()         # code hashes stored or in flight (dedupe)
         self.hooks: list[Callable[[Program, EvalResult, Candidate | None], Any]] = []
@@ -105,12 +104,28 @@ class Evolution:
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
         self._rebuild()
-        # The budget counter each stored child claims in its own transaction (qdevolve.db.claims):
+        # The budget counter each stored child claims in its tell's transaction (qdevolve.db.claims):
         # the run's own, or a pool shared by the runs of several controllers on one database.
+        # Created by the start's transaction and again (unless it exists) when run() opens the run.
         self.budget_counter = f"pool:{config.budget_pool}" if config.budget_pool else run_id
-        store.init_budget(self.budget_counter, 0 if config.budget_pool else self.ledger.stored)
         self._pool_spent = False
         self.migration = self._attach_migration()  # pool runs exchange elites through the database
+
+    def _use_listener(self, listener: TrainingListener | None, backend: Backend | None) -> None:
+        """The run's training listener and the backend it generates through (the listener's
+        unless ``backend`` is given; ``config.backend`` without a listener). A run with
+        ``train:`` whose listener is not built yet has no backend until it is."""
+        self.listener = listener
+        if backend is None and listener is not None:
+            backend = listener.backend
+        if backend is None and (listener is not None or not self.config.train):
+            backend = build_backend(self.config)
+        self.backend: Backend | None = backend
+        self._reporter = backend if isinstance(backend, RewardReporting) else None
+        group = (listener.group_size if listener is not None else None) or self.config.children_per_parent
+        if group < 1:
+            raise ConfigError(f"group_size must be >= 1, got {group}")
+        self.breeder.group_size = group
 
     def _attach_migration(self) -> PoolMigration | None:
         """The pool migration of this run, registered as a hook (``None``: not configured)."""
@@ -119,7 +134,8 @@ class Evolution:
             return None
         mig = PoolMigration(self.store, self.run_id, f"pool:{self.config.budget_pool}", *parsed,
                             archive=self.archive, program=self.cache.get, hashes=self.hashes,
-                            remember=lambda p, r: self.cache.remember(p, r, self._elite_ids))
+                            remember=lambda p, r: self.cache.remember(p, r, self._elite_ids),
+                            reload=self.reload_archive)
         self.hooks.append(mig.after_child)
         return mig
 
@@ -128,10 +144,14 @@ class Evolution:
     def start(cls, example: Example, config: RunConfig, store: LineageStore, *, progress: bool = True,
               console: Any = None, plugin_files: list[Any] = (), listener: TrainingListener | None = None,
               **kw: Any) -> Evolution:
-        """Create a run: build the plugins, evaluate and place every seed, then store run and seeds.
+        """Create a run: build the plugins, evaluate and place every seed, then store the run in
+        one unit of work.
 
         A seed that does not evaluate ``ok`` or that the archive cannot place is a setup error
-        raised before the run row exists, so nothing half-made is left behind."""
+        raised before anything is stored. The run row, its ``--plugin`` files, its budget
+        counter and every seed's record (program, evaluation, archive events, run state) are
+        committed in one transaction (:meth:`LineageStore.start_run`), so a process killed at
+        any moment of the start leaves no run or a whole one that resumes."""
         plugins = EnginePlugins.build(config)  # a bad name fails before any evaluation is spent
         plugins.plugin_files = tuple(Path(pf.path) for pf in plugin_files)
         try:
@@ -151,18 +171,27 @@ class Evolution:
                 outcomes.append(outcome)
             run_cfg = config.to_dict()
             run_cfg["sandbox_resolved"] = plugins.sandbox_type
-            run_id = store.create_run(name=config.name or example.directory.name, config=run_cfg,
-                                      example_dir=str(example.directory), seed=config.seed)
-            for pf in plugin_files:
-                store.add_plugin_file(run_id, pf.path, pf.sha256, pf.names)
+            run_id = new_id()  # nothing is stored under it until start_run commits
             evo = cls(store, run_id, example, config, progress=progress, console=console, plugins=plugins,
-                      listener=listener, **kw)
+                      listener=listener, train=False, **kw)
+            records = []
+            for seed, outcome, seed_events in zip(seeds, outcomes, events, strict=True):
+                seed.run_id = run_id
+                records.append(evo._record(seed, outcome.result, None, outcome.worker, seed_events,
+                                           stored_before=False, claim=None))
+            store.start_run(run_id, name=config.name or example.directory.name, config=run_cfg,
+                            example_dir=str(example.directory), seed=config.seed,
+                            plugin_files=[(pf.path, pf.sha256, pf.names) for pf in plugin_files],
+                            budget=(evo.budget_counter, 0),
+                            batches=[*(r.rows() for r in records),
+                                     {"run_id": run_id, "state": {"budget": config.iterations}}])
+            if evo.listener is None and config.train:  # its base policy version is stored under the run
+                evo._use_listener(_default_listener(store, run_id, config), kw.get("backend"))
         except BaseException:
             plugins.close()
             raise
-        for seed, outcome, seed_events in zip(seeds, outcomes, events, strict=True):
-            seed.run_id = run_id
-            evo.tell(seed, outcome.result, worker=outcome.worker, events=seed_events)
+        for record in records:
+            evo._apply(record, None)
         return evo
 
     @classmethod
@@ -359,13 +388,15 @@ class Evolution:
             run_id=self.run_id, program=program, result=result, stored_before=stored_before,
             edges=tuple(child.edges) if child is not None else (),
             evaluation=EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id),
-            events=events, rollout=rollout, reward=reward, state=self._state(), claim=claim,
+            events=events, rollout=rollout, reward=reward, state=self.run_state(), claim=claim,
             snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive))
 
     def _apply(self, record: TellRecord, child: Child | None) -> None:
         """Memory after the commit: ledger, caches, observers, listener counters, display."""
         program, result = record.program, record.result
         self._stored_unevaluated.discard(program.id)
+        if program.code:  # a seed's too: a later copy of it is a duplicate, as it is after a resume
+            self.hashes.add(program.code_hash)
         self.ledger.note(program, result, new_program=not record.stored_before)
         if record.reward is not None and isinstance(self.listener, RewardCounting):
             self.listener.count_reward(program, record.reward)
@@ -392,7 +423,9 @@ class Evolution:
                          f"children across its runs)")
         return []
 
-    def _state(self) -> dict[str, Any]:
+    def run_state(self) -> dict[str, Any]:
+        """The run-state keys every write of the run's progress carries (``qdevolve.evolve.core.run_state``):
+        random state, token/cost usage, the ensemble's bandit statistics and the counters."""
         state: dict[str, Any] = {"rng": self.rng.bit_generator.state}
         state["usage"] = self.budget.state()
         if isinstance(self.backend, StatefulBackend):
@@ -416,10 +449,11 @@ class Evolution:
         from qdevolve.evolve.report import ProgressDisplay
 
         lease = self.store.lease(self.run_id).acquire()  # one writer per run: refuses while another lives
-        self.store.update_run(self.run_id, status="running")
-        self.store.set_state(self.run_id, "budget", self.config.iterations)
-        if not self.config.budget_pool:  # the run's own counter, under its lease, equals its children
-            self.store.reconcile_budget(self.run_id)
+        # one transaction: status, the budget asked for, the budget counter (created unless it
+        # exists) and, for the run's own counter under its lease, the counter set to its children
+        pool = bool(self.config.budget_pool)
+        self.store.open_run(self.run_id, state={"budget": self.config.iterations},
+                            budget=(self.budget_counter, 0 if pool else self.ledger.stored), reconcile=not pool)
         t0 = time.time()
         self.ledger.started_at, self.ledger.evaluated_at_start = t0, self.ledger.evaluated
         status = "stopped"
