@@ -234,7 +234,7 @@ def show(program_id: str, db: str) -> None:
         r = store.get_evaluation(p.id)
         parent = store.get_program(p.parent_ids[0]) if p.parent_ids else None
         parent_r = store.get_evaluation(parent.id) if parent is not None else None
-        worker = _worker_of(store, p.id)
+        worker = store.latest_worker(p.id)
     click.echo(f"program   {_safe(p.id)}")
     click.echo(f"run       {_safe(p.run_id)}")
     click.echo(f"parents   {_safe(', '.join(p.parent_ids)) or '(seed)'}")
@@ -268,17 +268,6 @@ def show(program_id: str, db: str) -> None:
         click.echo(f"{what} {_safe(parent.id)}:")
         click.echo(terminal_safe(_diff(parent.code, p.code, parent.id[:12], p.id[:12]).rstrip("\n"))
                    or "(identical code)")
-
-
-def _worker_of(store: LineageStore, program_id: str) -> str | None:
-    """Where the latest evaluation ran (``evaluations.worker``), on schemas that record it."""
-    from sqlalchemy import inspect
-
-    if "worker" not in {c["name"] for c in inspect(store.engine).get_columns("evaluations")}:
-        return None
-    rows = store.execute("SELECT worker FROM evaluations WHERE program_id = :p ORDER BY id DESC "
-                         "LIMIT 1", p=program_id)
-    return rows[0][0] if rows else None
 
 
 def _rows_table(title: str, rows: list[dict[str, Any]]) -> None:
@@ -373,7 +362,7 @@ def policy(db: str, run_id: str | None, as_json: bool) -> None:
     with open_store(db) as store:
         rid = store.resolve_run(run_id)
         versions = store.policy_versions(rid)
-        n_programs = _programs_per_policy(store, rid)
+        n_programs = store.programs_per_policy(rid)
     rows = [{"version": v["version"], "parent_version": v["parent_version"], "objective": v["objective"],
              "step": v["step"], "programs": n_programs.get(v["version"], 0),
              **{m: _metric(v["metrics"], m) for m in _POLICY_METRICS}, "path": v["path"]}
@@ -398,7 +387,3 @@ def policy(db: str, run_id: str | None, as_json: bool) -> None:
     Console(width=max(100, Console().width)).print(table)
 
 
-def _programs_per_policy(store: LineageStore, run_id: str) -> dict[int, int]:
-    rows = store.execute("SELECT policy_version, COUNT(*) FROM programs WHERE run_id = :r "
-                         "AND policy_version IS NOT NULL GROUP BY policy_version", r=run_id)
-    return {int(v): int(n) for v, n in rows}

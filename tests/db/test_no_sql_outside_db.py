@@ -28,8 +28,6 @@ READ_ONLY_VIEWS = ("serve/",)  # may run statements (reads), never a transaction
 #: in a file another branch owns. Each names the reason; nothing else may be added silently.
 ALLOWED_STATEMENTS = {
     "sandbox/attacks.py": "builds the host canary database an attack must not read (not a run database)",
-    "cli/lineage.py": "pending: _worker_of / _programs_per_policy move to store.latest_worker / "
-                      "store.programs_per_policy when the lineage CLI's branch is merged",
 }
 
 
