@@ -27,6 +27,8 @@ __all__ = [
     "new_id",
     "code_hash",
     "normalize_code",
+    "HELDOUT_PREFIX",
+    "task_scores",
 ]
 
 Status = Literal["ok", "error", "timeout", "memory", "killed", "invalid"]
@@ -246,6 +248,11 @@ class Elite:
         generation: The program's generation.
         children: How many evaluated children it has (DGM selection).
         novelty: Novelty score, when the archive computes one.
+        parent_id: The program's first parent (``None`` for a seed), on archives that track it.
+        clade_successes: Successes summed over the program's clade (itself and every
+            descendant the archive saw), on archives that keep clade statistics (``dgm``);
+            ``None`` elsewhere. Read by ``hgm`` selection.
+        clade_trials: Trials summed over the same clade (``None`` without clade statistics).
     """
 
     program_id: str
@@ -257,3 +264,32 @@ class Elite:
     generation: int = 0
     children: int = 0
     novelty: float | None = None
+    parent_id: str | None = None
+    clade_successes: float | None = None
+    clade_trials: int | None = None
+
+
+#: Prefix of the metrics that hold an agent's score on a held-out benchmark task
+#: (``heldout/<task>``); every other metric of an agent is a scoring task's score.
+HELDOUT_PREFIX = "heldout/"
+
+_AGGREGATE_METRICS = frozenset({"combined_score"})
+
+
+def task_scores(metrics: dict[str, Any], operator: str | None = None
+                ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """An agent's per-task scores from its evaluation metrics: ``(scoring, held_out)``.
+
+    Agents (programs of operator ``self``, or whose metrics name a ``heldout/<task>``) store
+    one metric per benchmark task; held-out tasks carry the :data:`HELDOUT_PREFIX`, which is
+    removed from their names here. ``combined_score`` (the run's scalar score) is not a task.
+    Returns ``None`` for a program that is not an agent, whose metrics are plain metrics.
+    """
+    if not isinstance(metrics, dict):
+        return None
+    names = [k for k in metrics if isinstance(k, str)]
+    if operator != "self" and not any(k.startswith(HELDOUT_PREFIX) for k in names):
+        return None
+    scoring = {k: metrics[k] for k in names if not k.startswith(HELDOUT_PREFIX) and k not in _AGGREGATE_METRICS}
+    held = {k[len(HELDOUT_PREFIX):]: metrics[k] for k in names if k.startswith(HELDOUT_PREFIX)}
+    return scoring, held

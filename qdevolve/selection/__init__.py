@@ -2,13 +2,17 @@
 
 Built-ins (each documents its formula and source): ``uniform``, ``tournament``, ``dgm``,
 ``power_law``, ``novelty_weighted``, ``best_child`` (PUCT over the best child produced),
-``openevolve`` (OpenEvolve's exploration/exploitation mixture). A rule is any object with
+``openevolve`` (OpenEvolve's exploration/exploitation mixture), ``hgm`` (Huxley-Gödel
+Machine: Thompson sampling over clade statistics) and ``greedy`` (always the latest best;
+DGM's ablation). A rule is any object with
 ``select(candidates: Sequence[Elite], rng, n=1) -> list[Elite]``.
 """
 
 from __future__ import annotations
 
 from qdevolve.selection.best_child import BestChildSelection
+from qdevolve.selection.greedy import GreedySelection
+from qdevolve.selection.hgm import HGMSelection
 from qdevolve.selection.inspirations import sample_inspirations
 from qdevolve.selection.openevolve_mix import OpenEvolveSelection
 from qdevolve.selection.rules import (
@@ -29,5 +33,7 @@ __all__ = [
     "NoveltyWeightedSelection",
     "BestChildSelection",
     "OpenEvolveSelection",
+    "HGMSelection",
+    "GreedySelection",
     "sample_inspirations",
 ]
