@@ -36,6 +36,8 @@ def propose(task, parent, feedback, tools):
             code = _candidate(parent, tools)
         except exhausted:
             break
+        except Exception:  # a tool failed (e.g. no edit site): try again
+            continue
         if best_code is None:
             best_code = code
         if USE_EVALUATE > 0:
@@ -43,6 +45,8 @@ def propose(task, parent, feedback, tools):
                 result = tools.evaluate(code)
             except exhausted:
                 break
+            except Exception:
+                continue
             score = result.get("score")
             if result.get("status") == "ok" and score is not None and (best_score is None or score > best_score):
                 best_code, best_score = code, score
