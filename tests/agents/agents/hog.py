@@ -1,0 +1,7 @@
+"""Allocates memory until something stops it."""
+
+
+def propose(task, parent, feedback, tools):
+    hoard = []
+    while True:
+        hoard.append(bytearray(32 << 20))
