@@ -14,15 +14,16 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from qdevolve.agents.benchmark import BenchmarkTask, ScoringSettings, normalised_improvement
 from qdevolve.agents.interface import AgentBudget, AgentOutcome, AgentTask, run_agent
 from qdevolve.types import EvalResult, Program
 
-__all__ = ["AgentScorer", "TaskRun", "seed_for"]
+__all__ = ["AgentScorer", "TaskRun", "seed_for", "benchmark_tools", "agent_sandbox"]
 
 _FEEDBACK_TEXT = 2_000
 
@@ -43,6 +44,17 @@ class TaskRun:
     statuses: dict[str, int] = field(default_factory=dict)  # agent outcome or child evaluation status -> count
 
 
+def agent_sandbox(spec: Mapping[str, Any] | str) -> Mapping[str, Any] | str:
+    """The sandbox an agent's own process runs in: the run's when it is ``local`` or ``bwrap``
+    (the backends :func:`~qdevolve.agents.run_agent` supports), else the best of those here."""
+    kind = spec if isinstance(spec, str) else spec.get("type")
+    if kind in ("local", "bwrap"):
+        return spec
+    import shutil
+
+    return "bwrap" if shutil.which("bwrap") else "local"
+
+
 def _feedback(result: EvalResult) -> dict[str, Any]:
     """Plain JSON feedback about a program's evaluation (what the agent may read)."""
     text = "; ".join(f"{k}: {v}" for k, v in sorted(result.artifacts.items()) if isinstance(v, str))
@@ -61,8 +73,8 @@ class AgentScorer:
         sandbox_spec: The resolved spec the agent's own process is launched with.
         limits: The sandbox limits of each task evaluation.
         tools_factory: Builds the controller-side tools of one agent call
-            (``(task, sandbox, lineage, seed) -> AgentTools``); the default is
-            :class:`qdevolve.agents.tools.TaskTools` with the offline ``ast`` operator.
+            (keywords ``task, sandbox, lineage, seed, limits`` -> ``AgentTools``); the default
+            is :func:`benchmark_tools`: ``TaskTools`` with the offline ``ast`` operator.
         seed_scores: Shared cache of the tasks' seed scores (name -> score).
     """
 
@@ -110,10 +122,10 @@ class AgentScorer:
         statuses: dict[str, int] = {}
         for i in range(self.settings.iterations):
             tools = self.tools_factory(task=task, sandbox=self.sandbox, lineage=list(lineage),
-                                       seed=seed_for(agent_code, task.name, str(i)))
+                                       seed=seed_for(agent_code, task.name, str(i)), limits=self.limits)
             outcome: AgentOutcome = run_agent(
                 agent_code, task=AgentTask(name=task.name, description=task.description), parent=best_code,
-                feedback=_feedback(best), tools=tools, budget=self.budget, sandbox=self.sandbox_spec)
+                feedback=_feedback(best), tools=tools, budget=self.budget, sandbox=agent_sandbox(self.sandbox_spec))
             if outcome.status != "ok" or outcome.child is None:
                 statuses[f"agent_{outcome.status}"] = statuses.get(f"agent_{outcome.status}", 0) + 1
                 lineage.append({"id": f"call{i}", "parent": lineage[-1]["id"], "score": None,
@@ -146,9 +158,22 @@ class AgentScorer:
                           runtime_s=time.monotonic() - t0)
 
 
-def _default_tools(*, task: BenchmarkTask, sandbox: Any, lineage: list[dict[str, Any]], seed: int) -> Any:
+def _default_tools(*, task: BenchmarkTask, sandbox: Any, lineage: list[dict[str, Any]], seed: int,
+                   limits: Any = None) -> Any:
+    return benchmark_tools(task.evaluator, sandbox, lineage, seed, hide=task.directory.parent.parent, limits=limits)
+
+
+def benchmark_tools(evaluator: Path, sandbox: Any, lineage: list[dict[str, Any]], seed: int, *, hide: Path,
+                    backend: Any = None, limits: Any = None) -> Any:
+    """:class:`~qdevolve.agents.tools.TaskTools` with the offline ``ast`` operator whose agent
+    process is also kept from ``hide`` (the whole example directory: every task's evaluator,
+    held-out ones included, not only the current task's)."""
     from qdevolve.agents.tools import TaskTools
     from qdevolve.mutation.ast_mutator import ASTMutation
 
-    return TaskTools(evaluator=task.evaluator, sandbox=sandbox, operator=ASTMutation(), backend=None,
-                     lineage=lineage, seed=seed)
+    class _Tools(TaskTools):
+        @property
+        def private_paths(self) -> tuple[str, ...]:
+            return (*super().private_paths, str(Path(hide).resolve()))
+
+    return _Tools(evaluator, sandbox, ASTMutation(), backend, lineage, seed, limits=limits)

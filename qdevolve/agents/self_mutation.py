@@ -22,6 +22,7 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.agents.benchmark import HELDOUT_PREFIX
 from qdevolve.agents.interface import AgentBudget, AgentOutcome, AgentTask, run_agent
+from qdevolve.agents.scoring import agent_sandbox
 from qdevolve.errors import ConfigError
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.types import EvalResult, Program
@@ -86,15 +87,14 @@ class SelfMutation:
             return self._sandbox
 
     def tools(self, context: MutationContext, lineage: list[dict[str, Any]], seed: int, backend: Any) -> Any:
-        """The controller-side tools of one self-modification."""
-        from qdevolve.agents.tools import TaskTools
-        from qdevolve.mutation.ast_mutator import ASTMutation
+        """The controller-side tools of one self-modification (the example directory hidden)."""
+        from qdevolve.agents.scoring import benchmark_tools
 
         example = context.settings.get("example_dir")
         if not example:
             raise ConfigError("mutation 'self': the run's example directory is unknown (context.settings.example_dir)")
-        return TaskTools(evaluator=Path(example) / "evaluator.py", sandbox=self._box(), operator=ASTMutation(),
-                         backend=backend, lineage=lineage, seed=seed)
+        return benchmark_tools(Path(example) / "evaluator.py", self._box(), lineage, seed, hide=Path(example),
+                               backend=backend)
 
     async def propose(self, parent: Program, context: MutationContext, backend: Any = None) -> list[Candidate]:
         seeds = [int(context.rng.integers(0, 2**62)) for _ in range(max(1, context.n))]
@@ -112,7 +112,7 @@ class SelfMutation:
         outcome: AgentOutcome = run_agent(
             parent.code, task=AgentTask(name="self", description=description, language=parent.language),
             parent=parent.code, feedback=feedback, tools=self.tools(context, list(lineage), seed, backend),
-            budget=self.budget, sandbox="auto")
+            budget=self.budget, sandbox=agent_sandbox("auto"))
         usage = {"status": outcome.status, "calls": outcome.calls, "evaluations": outcome.evaluations,
                  "tokens": outcome.tokens, "wall_s": round(outcome.wall_s, 3)}
         if outcome.status != "ok" or outcome.child is None:
