@@ -76,16 +76,19 @@ class AgentScorer:
             (keywords ``task, sandbox, lineage, seed, limits`` -> ``AgentTools``); the default
             is :func:`benchmark_tools`: ``TaskTools`` with the offline ``ast`` operator.
         seed_scores: Shared cache of the tasks' seed scores (name -> score).
+        salt: Mixed into every call's seed: the same agent scored with another salt draws
+            other mutations (a benchmark's repeated measurement); ``""`` in a run.
     """
 
     def __init__(self, tasks: list[BenchmarkTask], settings: ScoringSettings, sandbox: Any,
                  sandbox_spec: dict[str, Any], limits: Any = None,
                  tools_factory: Callable[..., Any] | None = None,
-                 seed_scores: dict[str, float] | None = None) -> None:
+                 seed_scores: dict[str, float] | None = None, salt: str = "") -> None:
         self.tasks, self.settings, self.sandbox = tasks, settings, sandbox
         self.sandbox_spec, self.limits = sandbox_spec, limits
         self.tools_factory = tools_factory or _default_tools
         self.seed_scores = seed_scores if seed_scores is not None else {}
+        self.salt = salt
         self._lock = threading.Lock()
 
     @property
@@ -122,7 +125,7 @@ class AgentScorer:
         statuses: dict[str, int] = {}
         for i in range(self.settings.iterations):
             tools = self.tools_factory(task=task, sandbox=self.sandbox, lineage=list(lineage),
-                                       seed=seed_for(agent_code, task.name, str(i)), limits=self.limits)
+                                       seed=seed_for(self.salt, agent_code, task.name, str(i)), limits=self.limits)
             outcome: AgentOutcome = run_agent(
                 agent_code, task=AgentTask(name=task.name, description=task.description), parent=best_code,
                 feedback=_feedback(best), tools=tools, budget=self.budget, sandbox=agent_sandbox(self.sandbox_spec))
