@@ -355,6 +355,8 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
 
 
 def _register_agents() -> None:
-    """Register the agents plugins (``self``, ``agents``) by importing their package: they are
-    entry points too, but an editable install made before they existed does not list them."""
+    """Register the agents plugins (``self``, ``agents``) and the selection rules an agents run
+    names (``hgm``, ``greedy``) by importing their packages: they are entry points too, but an
+    editable install made before they existed does not list them."""
     import qdevolve.agents  # noqa: F401
+    import qdevolve.selection  # noqa: F401
