@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qdevolve.db import LineageStore
-from tests.agents.test_loop import make_example, start
+from tests.agents.test_loop import make_example, run_example
 
 pytestmark = pytest.mark.slow
 
@@ -54,14 +53,8 @@ def propose(task, parent, feedback, tools):
 
 
 def test_an_agent_written_from_the_docs_runs_in_the_loop_and_scores(tmp_path: Path) -> None:
-    db = tmp_path / "run.sqlite"
-    evo = start(make_example(tmp_path, iterations=2, seed_agent=DOC_AGENT, calls_per_task=2), db)
-    try:
-        summary = evo.run()
-    finally:
-        evo.close()
-    with LineageStore(db, create=False) as store:
-        rows = [(p, r) for _, p, r in store.iter_programs(evo.run_id)]
+    ex = make_example(tmp_path, iterations=2, seed_agent=DOC_AGENT, calls_per_task=2)
+    summary, _run_id, rows = run_example(ex, tmp_path / "run.sqlite")
     seed = [r for p, r in rows if p.operator == "seed"][0]
     assert seed is not None and seed.ok and seed.score is not None
     assert seed.metrics["best/bowl"] > 0 and "heldout/line_fit" in seed.metrics

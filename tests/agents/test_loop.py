@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -47,6 +48,21 @@ def start(ex: Path, db: Path) -> Evolution:
     return Evolution.start(example, example.config, LineageStore(db), progress=False)
 
 
+def run_example(ex: Path, db: Path) -> tuple[Any, str, list[tuple[Program, Any]]]:
+    """Start and run the example to its budget: ``(summary, run id, stored (program, evaluation) rows)``."""
+    evo = start(ex, db)
+    try:
+        summary = evo.run()
+    finally:
+        evo.close()
+    return summary, evo.run_id, stored(db, evo.run_id)
+
+
+def stored(db: Path, run_id: str) -> list[tuple[Program, Any]]:
+    with LineageStore(db, create=False) as store:
+        return [(p, r) for _, p, r in store.iter_programs(run_id)]
+
+
 def task_seed_score(task: str) -> float:
     """The task's initial program scored by its evaluator in the sandbox (what an honest record holds)."""
     from qdevolve.sandbox import resolve_sandbox
@@ -62,14 +78,7 @@ def task_seed_score(task: str) -> float:
 
 
 def test_a_short_run_stores_a_lineage_of_agents(tmp_path: Path) -> None:
-    db = tmp_path / "run.sqlite"
-    evo = start(make_example(tmp_path), db)
-    try:
-        summary = evo.run()
-    finally:
-        evo.close()
-    with LineageStore(db, create=False) as store:
-        rows = [(p, r) for _, p, r in store.iter_programs(evo.run_id)]
+    summary, _run_id, rows = run_example(make_example(tmp_path), tmp_path / "run.sqlite")
     ids = {p.id for p, _ in rows}
     seeds = [p for p, _ in rows if p.operator == "seed"]
     children = [(p, r) for p, r in rows if p.operator != "seed"]
@@ -91,20 +100,14 @@ def test_a_short_run_stores_a_lineage_of_agents(tmp_path: Path) -> None:
 
 def test_resume_goes_on_with_the_stored_agents(tmp_path: Path) -> None:
     db = tmp_path / "run.sqlite"
-    evo = start(make_example(tmp_path, iterations=2), db)
-    try:
-        evo.run()
-    finally:
-        evo.close()
-    run_id = evo.run_id
+    _summary, run_id, _rows = run_example(make_example(tmp_path, iterations=2), db)
     store = LineageStore(db, create=False)
     evo2 = Evolution.resume(store, run_id, iterations=4, progress=False)
     try:
         summary = evo2.run()
     finally:
         evo2.close()
-    with LineageStore(db, create=False) as store:
-        rows = [(p, r) for _, p, r in store.iter_programs(run_id)]
+    rows = stored(db, run_id)
     children = [p for p, _ in rows if p.operator != "seed"]
     assert len(children) == 4 and summary.evaluations == 5
     assert {p.parent_ids[0] for p in children} <= {p.id for p, _ in rows}
@@ -162,14 +165,8 @@ def test_a_hostile_agent_cannot_forge_its_task_scores(tmp_path: Path) -> None:
     ex = make_example(tmp_path, iterations=2)
     agent = HOSTILE.replace("@EVALUATOR@", str(ex / "tasks" / "bowl" / "evaluator.py")).replace("@DB@", str(db))
     (ex / "initial_program.py").write_text(agent)
-    evo = start(ex, db)
-    try:
-        evo.run()
-    finally:
-        evo.close()
+    _summary, _run_id, rows = run_example(ex, db)
     honest_bowl, honest_line = task_seed_score("bowl"), task_seed_score("line_fit")
-    with LineageStore(db, create=False) as store:
-        rows = [(p, r) for _, p, r in store.iter_programs(evo.run_id)]
     assert len(rows) == 3
     for p, r in rows:
         assert r is not None and r.ok, (p.operator, r)
@@ -196,14 +193,9 @@ def propose(task, parent, feedback, tools):
 
 def test_broken_child_agents_get_error_evaluations_and_the_run_goes_on(tmp_path: Path) -> None:
     db = tmp_path / "run.sqlite"
-    evo = start(make_example(tmp_path, iterations=3, seed_agent=BROKEN_CHILD), db)
-    try:
-        summary = evo.run()
-    finally:
-        evo.close()
+    summary, run_id, rows = run_example(make_example(tmp_path, iterations=3, seed_agent=BROKEN_CHILD), db)
     with LineageStore(db, create=False) as store:
-        rows = [(p, r) for _, p, r in store.iter_programs(evo.run_id)]
-        run = store.get_run(evo.run_id)
+        run = store.get_run(run_id)
     children = [(p, r) for p, r in rows if p.operator != "seed"]
     assert run["status"] == "finished" and summary.stop_reason == "budget"
     assert children and all(r is not None and r.status == "error" for _, r in children)
