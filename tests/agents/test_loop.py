@@ -186,7 +186,7 @@ import os
 
 def propose(task, parent, feedback, tools):
     if task["name"] == "self":  # a child agent that does not even parse
-        return "def propose(task, parent, feedback, tools:\\n    return parent  # " + os.urandom(6).hex() + "\\n"
+        return "def propose(task, parent, feedback, tools:\\n    return '" + os.urandom(6).hex() + "'\\n"
     return tools.mutate(parent)
 '''
 
