@@ -24,6 +24,20 @@ def _one_line(exc):
     return text[:500]
 
 
+def _drop_capabilities():
+    """Empty the bounding, effective, permitted and inheritable sets (``local`` in a user
+    namespace: the agent stays namespace root by uid, but can no longer mount or unmount
+    what hides the host, and no exec gives the capabilities back)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; unknown capabilities fail harmlessly
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+        raise OSError(ctypes.get_errno(), "capset(0) failed")
+
+
 def main():
     sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE; the stage stays as staged
     here = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +52,8 @@ def main():
         os.chdir(here)
     if cfg.get("drop"):
         _mountview.drop(*cfg["drop"])
+    elif cfg.get("view") is not None:
+        _drop_capabilities()
     _procctl.no_new_privs()
     _procctl.set_rlimits({k: tuple(v) for k, v in cfg["rlimits"].items()})
     read_fd, write_fd = cfg["fds"]

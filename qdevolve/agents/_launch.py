@@ -9,7 +9,10 @@ sandbox's ``_mountview``/``_procctl`` helpers, ``agent.py`` and ``config.json``:
   directory) plus the qdevolve repository and the tools' private paths (the task's
   evaluator directory), copies the stage into a private tmpfs (its cwd), then drops to a
   candidate uid from the sandbox's pool.  Without root: the same namespaces under a user
-  namespace when the kernel allows it, else a bare process in its own session.
+  namespace when the kernel allows it (every capability dropped once the view is built),
+  else a bare process in its own session (a development fallback, as the ``local``
+  sandbox's: the host is visible with the user's rights, and a process that calls
+  ``setsid()`` can outlive the run).
 * ``bwrap``: the bwrap sandbox's root confinement (``bwrap_root_head``: read-only system
   directories, private ``/tmp`` and ``/dev/shm``, new pid/ipc/uts/net namespaces), the stage
   read-only at ``/qdevolve/agent``, a tmpfs work directory as cwd, and the bootstrap drops to
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -81,6 +85,7 @@ class Launched:
     shell_style: bool
     tail: bytearray = field(default_factory=bytearray)
     reader: threading.Thread | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 def agent_limits(budget: AgentBudget) -> SandboxLimits:
@@ -195,14 +200,22 @@ def launch(box: Any, kind: str, agent_code: str, payload: dict[str, Any], budget
     os.set_blocking(rep_w, False)
     out = Launched(proc=proc, requests=req_r, replies=rep_w, stage=stage, box=box, uid=uid, memory=memory,
                    shell_style=kind == "bwrap")
-    out.reader = threading.Thread(target=_drain, args=(proc.stdout, out.tail), daemon=True)
+    out.reader = threading.Thread(target=_drain, args=(proc.stdout.fileno(), out.tail, out.stop), daemon=True)
     out.reader.start()
     return out
 
 
-def _drain(stream: Any, tail: bytearray) -> None:
-    while True:
-        chunk = stream.read1(65536)
+def _drain(fd: int, tail: bytearray, stop: threading.Event) -> None:
+    """Keep the last bytes of the agent's output until end of file or ``stop`` (a process
+    that escaped every kill may hold the pipe open: the reader never blocks for good)."""
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
         if not chunk:
             return
         tail.extend(chunk)
@@ -241,13 +254,15 @@ def terminate(run: Launched, *, grace_s: float = 0.0) -> tuple[int | None, int]:
         waited = None
     code = code if code is not None else waited
     if run.reader is not None:
-        run.reader.join(timeout=2)
+        run.reader.join(timeout=1)
+        run.stop.set()
+        run.reader.join(timeout=1)
     for fd in (run.requests, run.replies):
         try:
             os.close(fd)
         except OSError:
             pass
-    if run.proc.stdout is not None:
+    if run.proc.stdout is not None and not (run.reader and run.reader.is_alive()):
         run.proc.stdout.close()
     shutil.rmtree(run.stage, ignore_errors=True)
     if run.uid is not None:

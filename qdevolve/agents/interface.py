@@ -71,9 +71,16 @@ class AgentBudget:
         tokens: Prompt + completion tokens over ``tools.generate`` (estimated as ``len // 4``
             when the backend does not report them).  A call is refused when the tokens already
             used reach the budget; the call that crosses it is still answered and counted.
-        wall_s: Seconds after which the agent's process tree is killed (status ``timeout``).
-        memory_mb: Address-space / cgroup cap for the agent's processes (status ``memory``).
-        message_bytes: Largest single request, and largest child, accepted from the agent.
+        wall_s: Seconds after which the agent's process tree is killed (status ``timeout``);
+            the clock runs from the start of the process and includes the time the controller
+            spends serving the agent's tool calls (an evaluation counts against it).
+        memory_mb: Address-space rlimit of each of the agent's processes and, where the
+            machine has a memory cgroup, the cap of its whole process tree (status ``memory``).
+        message_bytes: Largest request argument (prompt or code), and largest child, in UTF-8
+            bytes; a frame on the pipe may add 1,024 bytes of JSON around it.
+
+    Refused requests (past the budget, or a tool unavailable) cost nothing, but the run is
+    ended (status ``killed``) after 64 of them: an agent cannot spin on a refused tool.
     """
 
     calls: int = 4

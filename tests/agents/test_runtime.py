@@ -52,10 +52,12 @@ def test_good_agent_mutates_and_gets_a_real_score(kind, task_dir, eval_box):  # 
     assert report["task"] == {"name": "tiny", "description": TASK.description, "language": "python"}
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
 @pytest.mark.parametrize(("calls", "evaluations"), [(2, 1), (0, 0), (3, 2)])
-def test_calls_and_evaluations_never_exceed_the_budget(calls, evaluations):
+def test_calls_and_evaluations_never_exceed_the_budget(kind, calls, evaluations):
+    backend_or_skip(kind)
     tools = FakeTools()
-    out = run("greedy", tools, calls=calls, evaluations=evaluations, feedback={"tries": 6})
+    out = run("greedy", tools, sandbox=kind, calls=calls, evaluations=evaluations, feedback={"tries": 6})
     assert out.status == "ok", (out.error, out.log)
     report = comment_json(out.child)
     assert report["answered"] == {"mutate": calls, "evaluate": evaluations, "generate": 0}
@@ -88,9 +90,11 @@ def test_offline_generate_is_unavailable_and_free():
     assert (out.calls, out.tokens) == (0, 0)
 
 
-def test_flood_of_refused_requests_ends_the_run():
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_flood_of_refused_requests_ends_the_run(kind):
+    backend_or_skip(kind)
     started = time.monotonic()
-    out = run("flood", FakeTools(), calls=1, wall_s=30.0)
+    out = run("flood", FakeTools(), sandbox=kind, calls=1, wall_s=30.0)
     assert out.status == "killed" and "past its budget" in out.error
     assert out.calls == 1 and out.child is None
     assert time.monotonic() - started < 10
@@ -114,6 +118,21 @@ def test_memory_hog_ends_memory(kind):
     out = run("hog", FakeTools(), sandbox=kind, memory_mb=256)
     assert out.status == "memory", (out.error, out.log)
     assert out.child is None
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_memory_cap_is_memory_mb(kind):
+    backend_or_skip(kind)
+    out = run("hog_report", FakeTools(), sandbox=kind, memory_mb=256)
+    assert out.status == "ok", (out.error, out.log)
+    assert 64 <= int(out.child) < 256  # refused below the cap; the interpreter holds the rest
+
+
+def test_agent_that_does_not_compile_is_an_error():
+    out = run_agent("def propose(:\n", task=TASK, parent=PROGRAM, feedback={}, tools=FakeTools(),
+                    budget=AgentBudget(wall_s=20), sandbox="local")
+    assert out.status == "error" and "SyntaxError" in out.error and "'tiny'" in out.error
+    assert "SyntaxError" in out.log
 
 
 def test_docker_is_refused_with_one_clear_line():

@@ -4,4 +4,4 @@
 def propose(task, parent, feedback, tools):
     hoard = []
     while True:
-        hoard.append(bytearray(32 << 20))
+        hoard.append(b"\x01" * (32 << 20))
