@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from qdevolve.cli._db import db_option
+from qdevolve.cli._task_table import task_table_lines
 from qdevolve.cli._tree_labels import _safe, label_of, labels
 from qdevolve.db._scans import quiet_gc
 from qdevolve.db._tree import TREE_KEYS, Node, run_tree
 from qdevolve.db._view import open_view
 from qdevolve.db._xmltext import EXPORT_FORMATS
 from qdevolve.textsafe import terminal_safe
+from qdevolve.types import HELDOUT_PREFIX, task_scores
 
 if TYPE_CHECKING:
     from qdevolve.db.store import LineageStore
@@ -223,11 +225,15 @@ def _diff(a_code: str, b_code: str, a_name: str, b_name: str) -> str:
 @click.argument("program_id")
 @_DB
 def show(program_id: str, db: str) -> None:
-    """A program: code, status, score, metrics, artifacts and its diff against its first parent."""
+    """A program: code, status, score, metrics, artifacts and its diff against its first parent.
+
+    An agent (operator ``self``, or metrics naming ``heldout/<task>``) gets its per-task
+    scores as two tables, scoring and held-out tasks, beside its parent's."""
     with open_store(db) as store:
         p = store.get_program(program_id)
         r = store.get_evaluation(p.id)
         parent = store.get_program(p.parent_ids[0]) if p.parent_ids else None
+        parent_r = store.get_evaluation(parent.id) if parent is not None else None
         worker = _worker_of(store, p.id)
     click.echo(f"program   {_safe(p.id)}")
     click.echo(f"run       {_safe(p.run_id)}")
@@ -241,14 +247,25 @@ def show(program_id: str, db: str) -> None:
     else:
         click.echo(f"status    {_safe(r.status)}" + (f"   error: {_safe(r.error)}" if r.error else ""))
         click.echo(f"score     {_score(r.score)}   runtime {r.runtime_s:.3g}s")
-        _print_kv("metrics", r.metrics)
+        tasks = task_scores(r.metrics, p.operator)
+        if tasks is None or not (tasks[0] or tasks[1]):
+            _print_kv("metrics", r.metrics)
+        else:
+            named = set(tasks[0]) | {HELDOUT_PREFIX + k for k in tasks[1]}
+            other = {k: v for k, v in r.metrics.items() if k not in named}
+            if other:
+                _print_kv("metrics", other)
+            parent_tasks = task_scores(parent_r.metrics, "self") if parent_r is not None else None
+            for line in task_table_lines(tasks, parent_tasks):
+                click.echo(line)
         if r.features:
             _print_kv("features", r.features)
         _print_kv("artifacts", r.artifacts)
     click.echo("code:")
     click.echo(terminal_safe(p.code.rstrip("\n")))
     if parent is not None:
-        click.echo(f"diff against first parent {_safe(parent.id)}:")
+        what = "self-modification: diff against parent" if p.operator == "self" else "diff against first parent"
+        click.echo(f"{what} {_safe(parent.id)}:")
         click.echo(terminal_safe(_diff(parent.code, p.code, parent.id[:12], p.id[:12]).rstrip("\n"))
                    or "(identical code)")
 

@@ -111,6 +111,20 @@ def _metrics_of(raw: Any) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
+def _tests_of(raw: Any) -> list[float] | None:
+    """A stored per-test vector as floats (the ``dgm`` archive's clade statistics read it);
+    ``None`` when absent or not a list of numbers (a tampered row)."""
+    if raw is None:
+        return None
+    try:
+        t = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    except ValueError:
+        return None
+    if not isinstance(t, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in t):
+        return None
+    return [float(x) for x in t]
+
+
 def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection[str] | None = (),
                   metric_features: Collection[str] | None = (), after_eval: int = 0,
                   covered: int = 0) -> Iterator[tuple[int, Program, EvalResult | None]]:
@@ -118,7 +132,8 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
     (by the id of each program's latest evaluation), then the unevaluated programs.
 
     Rows carry what an archive's ``add`` reads: ids, parents, island, generation, code hash,
-    status, score and features; metrics and artifacts are left out. ``code`` is loaded only
+    status, score, features and the per-test vector of ``ok`` rows (the ``dgm`` archive's
+    clade statistics count it); artifacts are left out. ``code`` is loaded only
     for ``ok`` rows whose stored features lack one of ``code_features`` (the archive then
     computes that feature from the code); ``None`` loads it for every ``ok`` row (an archive
     whose needs are unknown). Likewise ``metrics`` are loaded only for ``ok`` rows whose stored
@@ -134,7 +149,7 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
         bindparam("ids", expanding=True))
     evaluated = text(
         "SELECT ev.id, p.seq, p.id, p.run_id, '', p.code_hash, p.generation, p.island, "
-        "p.operator, p.policy_version, p.created_at, ev.status, ev.score, ev.features "
+        "p.operator, p.policy_version, p.created_at, ev.status, ev.score, ev.features, ev.tests "
         "FROM evaluations ev JOIN programs p ON p.id = ev.program_id "
         "WHERE ev.run_id = :r AND ev.id > :after AND ev.id = "
         "(SELECT MAX(e2.id) FROM evaluations e2 WHERE e2.program_id = ev.program_id) "
@@ -168,7 +183,8 @@ def replay_stream(store: LineageStore, run_id: str, *, code_features: Collection
                            created_at=r[10], parent_ids=tuple(parents.get(r[2], ())))
             status, error = known_status(r[11], None)
             yield r[1], prog, EvalResult(status=status, score=r[12], features=f, error=error,
-                                         metrics=metrics.get(r[0], {}))
+                                         metrics=metrics.get(r[0], {}),
+                                         tests=_tests_of(r[14]) if status == "ok" else None)
         after = rows[-1][0]
     if seen == store.count_programs(run_id):
         return

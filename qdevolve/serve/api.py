@@ -18,6 +18,7 @@ from starlette.routing import Route
 from qdevolve.serve import queries as Q
 from qdevolve.serve.archive_view import archive_view
 from qdevolve.serve.policy_view import policy_view
+from qdevolve.serve.tasks_view import task_view
 from qdevolve.serve.tree import DEFAULT_LIMIT, MAX_LIMIT, TreeQuery
 
 __all__ = ["ENDPOINTS", "routes", "json_response", "BadRequest"]
@@ -117,6 +118,7 @@ def api_program(request: Request) -> Response:
     db = request.app.state.db
     pid = Q.resolve_program(db, request.path_params["program"])
     p = Q.program_detail(db, pid)
+    p["tasks"] = task_view(db, p)
     p["parents"] = [{k: v for k, v in e.items() if k != "code"} for e in p["parents"]]
     p["ancestors"] = Q.ancestors(db, pid)
     p["children"] = Q.children(db, pid)
@@ -144,7 +146,9 @@ ENDPOINTS: list[tuple[str, str]] = [
                                 "QD-score curves against evaluations"),
     ("/api/runs/{run}/policy", "per policy version: loss, kl, entropy, D_n, pass@1, programs produced"),
     ("/api/programs/{program}", "one program: code, evaluations (metrics, tests, features, artifacts), "
-                                "parents, archive events, rollouts (prompt, completion), ancestors, children"),
+                                "parents, archive events, rollouts (prompt, completion), ancestors, children; "
+                                "an agent's per-task scores as `tasks` (scoring and held-out rows beside its "
+                                "parent's; null for other programs)"),
     ("/api/programs/{program}/live", "latest status/score and children of a program (the page polls it)"),
 ]
 

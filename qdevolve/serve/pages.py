@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from qdevolve.serve import queries as Q
 from qdevolve.serve.render import highlight_code, highlight_diff, tail
+from qdevolve.serve.tasks_view import task_view
 from qdevolve.textsafe import strip_surrogates
 
 __all__ = ["routes", "render_error"]
@@ -104,7 +105,7 @@ def program_page(request: Request) -> Response:
     extra_cols = [k for k in (last or {}) if k not in {"id", "program_id", "run_id", "status", "score", "metrics",
                                                         "tests", "features", "artifacts", "error", "created_at"}]
     return _page(request, "program.html", run=run, page="program", p=p, last=last, artifacts=artifacts, diffs=diffs,
-                 tests=tests, extra_cols=extra_cols, code_html=Markup(highlight_code(p["code"], p.get("language"))),
+                 tests=tests, extra_cols=extra_cols, tasks=task_view(db, p), code_html=Markup(highlight_code(p["code"], p.get("language"))),
                  ancestors=Q.ancestors(db, pid), children=Q.children(db, pid))
 
 
