@@ -5,13 +5,15 @@ best program so far as its parent (the task's ``initial_program.py`` first) and 
 child. The child is scored by the **task's evaluator in the sandbox**, never by anything the
 agent says: the agent's own ``tools.evaluate`` results and its return value are only text and
 advice. The agent's score is the mean normalised improvement over the scoring tasks; every
-task's improvement is a metric (held-out ones under ``heldout/<name>``), and the scoring
-tasks' improvements in config order are the ``tests`` vector.
+task's improvement is a metric, one per task (held-out ones under ``heldout/<name>``), the
+scoring tasks' improvements in config order are the ``tests`` vector, and the best score the
+evaluator gave on each scoring task is the ``best_scores`` artifact (JSON).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -147,17 +149,13 @@ class AgentScorer:
         t0 = time.monotonic()
         runs = [self.run_task(agent_code, task) for task in self.tasks]
         scoring = [r for r in runs if not r.task.heldout]
-        metrics: dict[str, float] = {r.task.metric: r.improvement for r in runs}
-        for r in runs:
-            metrics[f"best/{r.task.metric}"] = r.best_score
-        heldout = [r.improvement for r in runs if r.task.heldout]
-        if heldout:
-            metrics["heldout_mean"] = sum(heldout) / len(heldout)
+        metrics: dict[str, float] = {r.task.metric: r.improvement for r in runs}  # one metric per task
+        best = json.dumps({r.task.name: r.best_score for r in scoring})  # the evaluators' best scores
         report = "; ".join(f"{r.task.metric}: {r.seed_score:.4g} -> {r.best_score:.4g} "
                            f"({', '.join(f'{k} {v}' for k, v in sorted(r.statuses.items())) or 'no calls'})"
                            for r in runs if not r.task.heldout)
         return EvalResult(status="ok", score=sum(r.improvement for r in scoring) / len(scoring), metrics=metrics,
-                          tests=[r.improvement for r in scoring], artifacts={"tasks": report},
+                          tests=[r.improvement for r in scoring], artifacts={"tasks": report, "best_scores": best},
                           runtime_s=time.monotonic() - t0)
 
 

@@ -39,7 +39,7 @@ SELF_DESCRIPTION = (
 
 def _plain_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items()
-            if isinstance(v, (int, float)) and HELDOUT_PREFIX not in k and k != "heldout_mean"}
+            if isinstance(v, (int, float)) and HELDOUT_PREFIX not in k}
 
 
 def self_feedback(result: EvalResult | None) -> dict[str, Any]:

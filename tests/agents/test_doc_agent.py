@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_an_agent_written_from_the_docs_runs_in_the_loop_and_scores(tmp_path: Pa
     summary, _run_id, rows = run_example(ex, tmp_path / "run.sqlite")
     seed = [r for p, r in rows if p.operator == "seed"][0]
     assert seed is not None and seed.ok and seed.score is not None
-    assert seed.metrics["best/bowl"] > 0 and "heldout/line_fit" in seed.metrics
+    assert json.loads(seed.artifacts["best_scores"])["bowl"] > 0 and "heldout/line_fit" in seed.metrics
     seed_id = [p.id for p, _ in rows if p.operator == "seed"][0]
     own = [(p, r) for p, r in rows if p.operator == "self" and p.parent_ids == (seed_id,)]
     assert own, "the doc agent made no child agent of itself"

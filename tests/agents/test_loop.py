@@ -6,6 +6,7 @@ per task), so an agent is scored in about a second.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -91,7 +92,8 @@ def test_a_short_run_stores_a_lineage_of_agents(tmp_path: Path) -> None:
         assert r is not None
     for _p, r in rows:
         if r is not None and r.ok:
-            assert {"bowl", "heldout/line_fit", "best/bowl", "best/heldout/line_fit"} <= set(r.metrics)
+            assert set(r.metrics) == {"bowl", "heldout/line_fit"}  # one metric per task
+            assert set(json.loads(r.artifacts["best_scores"])) == {"bowl"}  # the scoring tasks' only
             assert r.tests is not None and len(r.tests) == 1  # the scoring task only
             assert r.score == pytest.approx(r.metrics["bowl"])
     rows_by_what = dict(summary.extra_rows)
@@ -166,14 +168,13 @@ def test_a_hostile_agent_cannot_forge_its_task_scores(tmp_path: Path) -> None:
     agent = HOSTILE.replace("@EVALUATOR@", str(ex / "tasks" / "bowl" / "evaluator.py")).replace("@DB@", str(db))
     (ex / "initial_program.py").write_text(agent)
     _summary, _run_id, rows = run_example(ex, db)
-    honest_bowl, honest_line = task_seed_score("bowl"), task_seed_score("line_fit")
+    honest_bowl = task_seed_score("bowl")
     assert len(rows) == 3
     for p, r in rows:
         assert r is not None and r.ok, (p.operator, r)
         # what the task evaluators give for the hostile agent's children: no improvement at all
         assert r.score == 0.0 and r.metrics["bowl"] == 0.0 and r.metrics["heldout/line_fit"] == 0.0
-        assert r.metrics["best/bowl"] == pytest.approx(honest_bowl)
-        assert r.metrics["best/heldout/line_fit"] == pytest.approx(honest_line)
+        assert json.loads(r.artifacts["best_scores"])["bowl"] == pytest.approx(honest_bowl)
         if p.operator == "self":
             assert p.metadata["agent_call"]["calls"] <= 4  # the budget held outside the agent
     with sqlite3.connect(db) as con:  # nothing wrote the store behind the engine's back
