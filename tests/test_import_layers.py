@@ -134,3 +134,11 @@ def test_no_upward_import_between_evolve_packages() -> None:
 def test_no_circle_between_evolve_packages() -> None:
     circles = _circles(_imports(EVOLVE))
     assert not circles, "circles between the packages of qdevolve/evolve/:\n" + "\n".join(circles)
+
+
+def test_evolve_reaches_the_agents_package_only_through_the_registry() -> None:
+    """``qdevolve.agents`` sits above the engine: the engine finds ``self`` and ``agents`` by name."""
+    edges = _imports()
+    assert ("evolve", "agents") not in edges, f"evolve imports agents in {sorted(set(edges[('evolve', 'agents')]))}"
+    layers = _layers()
+    assert layers["agents"] > layers["evolve"]

@@ -148,6 +148,8 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
         train_every: int | None, objective_args: tuple[str, ...], **config_values: Any) -> None:
     """Evolve a program from EXAMPLE_DIR (initial_program.py, evaluator.py, config.yaml)."""
     from qdevolve import registry
+
+    _register_agents()
     from qdevolve.db import LineageStore
     from qdevolve.evolve.core import Evolution, default_db_path
     from qdevolve.evolve.report import print_summary
@@ -307,6 +309,7 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     from qdevolve.evolve.core import Evolution
     from qdevolve.evolve.report import print_summary
 
+    _register_agents()
     console = Console(stderr=True)
     if iterations is not None:  # checked before the run is opened: a bad budget costs nothing
         from qdevolve.evolve.setup import check_iterations
@@ -342,3 +345,11 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
         evo.close()
     print_summary(summary, Console())
     store.close()
+
+
+def _register_agents() -> None:
+    """Register the agents plugins (``self``, ``agents``) and the selection rules an agents run
+    names (``hgm``, ``greedy``) by importing their packages: they are entry points too, but an
+    editable install made before they existed does not list them."""
+    import qdevolve.agents  # noqa: F401
+    import qdevolve.selection  # noqa: F401

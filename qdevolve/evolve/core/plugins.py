@@ -127,4 +127,9 @@ class EnginePlugins:
                                image=self.sandbox.get("image") if self.sandbox_type == "docker" else None)
 
     def close(self) -> None:
+        """Close the executor, then every operator that holds resources (``close()`` is optional)."""
         self.executor.close()
+        for op in self.operators:
+            close = getattr(op, "close", None)
+            if callable(close):
+                close()

@@ -75,6 +75,8 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     if getattr(summary, "record", None):
         t.add_row("best known", terminal_safe_line(summary.record))
     t.add_row("best program", summary.best_program_id or "-")
+    for what, value in getattr(summary, "extra_rows", ()):  # the executor's rows (agents: held-out verdict)
+        t.add_row(terminal_safe_line(what), terminal_safe_line(value))
     for key in ("coverage", "qd_score", "size", "novelty_rejected"):
         if key in summary.stats and summary.stats[key] is not None:
             v = summary.stats[key]

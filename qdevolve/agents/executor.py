@@ -1,0 +1,128 @@
+"""``agents``: the executor that scores agents (the programs of an agents run).
+
+Each job's program is an agent. A slot first evaluates it through the normal sandbox with the
+example's ``evaluator.py`` (the cheap first stage: the agent loads and defines ``propose``); an
+agent that fails it gets that failed evaluation. Then :class:`~qdevolve.agents.scoring.AgentScorer`
+uses it as the mutation operator on every benchmark task under ``<example>/tasks/``, each
+child scored by the task's own evaluator in the same sandbox, and the outcome is the
+agent's :class:`~qdevolve.types.EvalResult` (score: mean normalised improvement on the scoring
+tasks; metrics: every task's, held-out ones as ``heldout/<task>``).
+
+Options (``run.executor_options`` in the example's ``config.yaml``)::
+
+    tasks: {bowl: {}, line_fit: {heldout: true}}   # directories under <example>/tasks/
+    iterations: 3      # agent calls per task
+    calls: 4           # tools.mutate + tools.generate per agent call
+    evaluations: 3     # tools.evaluate per agent call
+    wall_s: 30         # seconds per agent call (its process tree is killed after)
+
+The agent itself runs in its own sandboxed process (:func:`qdevolve.agents.run_agent`); the
+controller only counts its tool requests and reads back text.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from qdevolve import registry
+from qdevolve.agents.benchmark import BenchmarkTask, ScoringSettings, load_tasks
+from qdevolve.agents.scoring import AgentScorer
+from qdevolve.evolve.executors import EvalJob, EvalOutcome
+from qdevolve.types import EvalResult
+
+__all__ = ["AgentExecutor", "make_sandbox"]
+
+
+def make_sandbox(spec: dict[str, Any]) -> Any:
+    """A sandbox instance for a spec (``auto`` resolved to the best one here)."""
+    from qdevolve.sandbox import resolve_sandbox
+
+    return registry.sandbox.create(resolve_sandbox(spec))
+
+
+@registry.executor("agents")
+class AgentExecutor:
+    """Scores agents on a benchmark of tasks, ``slots`` agents at once.
+
+    Args:
+        slots: Agents scored at once (the run's ``workers``).
+        tasks: Task names (a list) or a mapping name -> ``{heldout, target, description}``.
+        **settings: :class:`~qdevolve.agents.benchmark.ScoringSettings` fields.
+    """
+
+    name = "agents"
+
+    def __init__(self, *, slots: int = 1, tasks: Any = None, **settings: Any) -> None:
+        if int(slots) < 1:
+            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        if not tasks:
+            from qdevolve.errors import ConfigError
+
+            raise ConfigError("run.executor_options.tasks: the agents executor needs the benchmark's task names "
+                              "(directories under <example>/tasks/)")
+        self.slots = int(slots)
+        self.task_spec = tasks
+        self.settings = ScoringSettings.from_options(settings)
+        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="qdevolve-agents")
+        self._boxes: dict[int, Any] = {}
+        self._tasks: dict[Path, list[BenchmarkTask]] = {}
+        self._seed_scores: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def tasks_for(self, evaluator: Path) -> list[BenchmarkTask]:
+        """The benchmark of the example whose first-stage evaluator is ``evaluator`` (loaded once)."""
+        root = Path(evaluator).parent / "tasks"
+        with self._lock:
+            if root not in self._tasks:
+                self._tasks[root] = load_tasks(root, self.task_spec)
+            return self._tasks[root]
+
+    def submit(self, job: EvalJob) -> Future[EvalOutcome]:
+        return self._pool.submit(self._run, job)
+
+    def _sandbox(self, job: EvalJob) -> Any:
+        me = threading.get_ident()
+        with self._lock:
+            box = self._boxes.get(me)
+        if box is None:
+            box = make_sandbox(job.sandbox)
+            with self._lock:
+                self._boxes[me] = box
+        return box
+
+    def _run(self, job: EvalJob) -> EvalOutcome:
+        worker = f"agents:{threading.current_thread().name}"
+        try:
+            box = self._sandbox(job)
+            first = box.evaluate(job.program, job.evaluator, job.limits, cascade_thresholds=job.cascade_thresholds)
+            if not first.ok:
+                first.error = f"agent {job.program.id[:12]}: first stage: {first.error}"
+                return EvalOutcome(result=first, worker=worker)
+            scorer = AgentScorer(self.tasks_for(job.evaluator), self.settings, box, job.sandbox, job.limits,
+                                 seed_scores=self._seed_scores)
+            result = scorer.score(job.program.code)
+            result.features = dict(first.features)
+            result.runtime_s += first.runtime_s
+        except Exception as exc:  # a sandbox or benchmark failure must not lose the program
+            result = EvalResult(status="error", error=f"agent {job.program.id[:12]}: scoring failed: "
+                                                      f"{type(exc).__name__}: {exc}")
+        return EvalOutcome(result=result, worker=worker)
+
+    def summary_rows(self, store: Any, run_id: str) -> list[tuple[str, str]]:
+        """The end-of-run rows: does the best agent beat the seed agent on the held-out tasks?"""
+        from qdevolve.agents.summary import agent_rows
+
+        return agent_rows(store, run_id)
+
+    def close(self) -> None:
+        """Wait for running scorings, then close every slot's sandbox."""
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            boxes, self._boxes = list(self._boxes.values()), {}
+        for box in boxes:
+            close = getattr(box, "close", None)
+            if close is not None:
+                close()
