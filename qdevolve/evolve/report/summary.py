@@ -101,7 +101,7 @@ def summarize(evo: Any, elapsed: float) -> RunSummary:
     training = None
     if getattr(evo, "listener", None) is not None:
         training = training_summary(evo.store.policy_versions(evo.run_id))
-    rows_of = getattr(evo.executor, "summary_rows", None)  # optional in the executor protocol
+    rows_of = getattr(getattr(evo, "executor", None), "summary_rows", None)  # optional in the executor protocol
     extra = list(rows_of(evo.store, evo.run_id)) if callable(rows_of) else []
     return RunSummary(run_id=evo.run_id, db=evo.store.target, evaluations=evo.store.count_evaluations(evo.run_id),
                       budget=led.budget, seed_score=led.seed_score, best_score=led.best_score,
