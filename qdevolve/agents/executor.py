@@ -16,8 +16,11 @@ Options (``run.executor_options`` in the example's ``config.yaml``)::
     evaluations: 3     # tools.evaluate per agent call
     wall_s: 30         # seconds per agent call (its process tree is killed after)
 
-The agent itself runs in its own sandboxed process (:func:`qdevolve.agents.run_agent`); the
-controller only counts its tool requests and reads back text.
+The agent itself runs in its own sandboxed process (:func:`qdevolve.agents.run_agent`), on the
+run's ``sandbox`` when it is ``local`` or ``bwrap`` (else ``bwrap`` where available, else
+``local``); the controller only counts its tool requests and reads back text. With a model
+backend configured (the engine calls :meth:`AgentExecutor.use_backend`), ``tools.generate``
+reaches it within the same ``calls``/``tokens`` budget; offline it raises ``ToolUnavailable``.
 """
 
 from __future__ import annotations
@@ -71,6 +74,12 @@ class AgentExecutor:
         self._tasks: dict[Path, list[BenchmarkTask]] = {}
         self._seed_scores: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.backend: Any = None
+
+    def use_backend(self, backend: Any) -> None:
+        """Give the agents the run's generation backend (``tools.generate`` while scoring);
+        the engine calls this once it has one. ``None``: offline."""
+        self.backend = backend
 
     def tasks_for(self, evaluator: Path) -> list[BenchmarkTask]:
         """The benchmark of the example whose first-stage evaluator is ``evaluator`` (loaded once)."""
@@ -102,7 +111,7 @@ class AgentExecutor:
                 first.error = f"agent {job.program.id[:12]}: first stage: {first.error}"
                 return EvalOutcome(result=first, worker=worker)
             scorer = AgentScorer(self.tasks_for(job.evaluator), self.settings, box, job.sandbox, job.limits,
-                                 seed_scores=self._seed_scores)
+                                 seed_scores=self._seed_scores, backend=self.backend)
             result = scorer.score(job.program.code)
             result.features = dict(first.features)
             result.runtime_s += first.runtime_s

@@ -12,6 +12,7 @@ evaluator gave on each scoring task is the ``best_scores`` artifact (JSON).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -48,7 +49,8 @@ class TaskRun:
 
 def agent_sandbox(spec: Mapping[str, Any] | str) -> Mapping[str, Any] | str:
     """The sandbox an agent's own process runs in: the run's when it is ``local`` or ``bwrap``
-    (the backends :func:`~qdevolve.agents.run_agent` supports), else the best of those here."""
+    (the backends :func:`~qdevolve.agents.run_agent` supports); for any other (``docker``,
+    ``auto``...) ``bwrap`` where bubblewrap is installed, else ``local``."""
     kind = spec if isinstance(spec, str) else spec.get("type")
     if kind in ("local", "bwrap"):
         return spec
@@ -76,19 +78,23 @@ class AgentScorer:
         limits: The sandbox limits of each task evaluation.
         tools_factory: Builds the controller-side tools of one agent call
             (keywords ``task, sandbox, lineage, seed, limits`` -> ``AgentTools``); the default
-            is :func:`benchmark_tools`: ``TaskTools`` with the offline ``ast`` operator.
+            is :func:`benchmark_tools`: ``TaskTools`` with the offline ``ast`` operator and
+            ``backend``, the example directory hidden.
         seed_scores: Shared cache of the tasks' seed scores (name -> score).
         salt: Mixed into every call's seed: the same agent scored with another salt draws
             other mutations (a benchmark's repeated measurement); ``""`` in a run.
+        backend: The run's generation backend (``tools.generate`` of the default tools;
+            ``None``: offline, ``generate`` raises ``ToolUnavailable`` in the agent). Its calls
+            and tokens count against ``settings.calls``/``settings.tokens`` like ``mutate``'s.
     """
 
     def __init__(self, tasks: list[BenchmarkTask], settings: ScoringSettings, sandbox: Any,
                  sandbox_spec: dict[str, Any], limits: Any = None,
                  tools_factory: Callable[..., Any] | None = None,
-                 seed_scores: dict[str, float] | None = None, salt: str = "") -> None:
+                 seed_scores: dict[str, float] | None = None, salt: str = "", backend: Any = None) -> None:
         self.tasks, self.settings, self.sandbox = tasks, settings, sandbox
-        self.sandbox_spec, self.limits = sandbox_spec, limits
-        self.tools_factory = tools_factory or _default_tools
+        self.sandbox_spec, self.limits, self.backend = sandbox_spec, limits, backend
+        self.tools_factory = tools_factory or functools.partial(_default_tools, backend=backend)
         self.seed_scores = seed_scores if seed_scores is not None else {}
         self.salt = salt
         self._lock = threading.Lock()
@@ -160,21 +166,17 @@ class AgentScorer:
 
 
 def _default_tools(*, task: BenchmarkTask, sandbox: Any, lineage: list[dict[str, Any]], seed: int,
-                   limits: Any = None) -> Any:
-    return benchmark_tools(task.evaluator, sandbox, lineage, seed, hide=task.directory.parent.parent, limits=limits)
+                   limits: Any = None, backend: Any = None) -> Any:
+    return benchmark_tools(task.evaluator, sandbox, lineage, seed, hide=task.directory.parent.parent,
+                           backend=backend, limits=limits)
 
 
 def benchmark_tools(evaluator: Path, sandbox: Any, lineage: list[dict[str, Any]], seed: int, *, hide: Path,
                     backend: Any = None, limits: Any = None) -> Any:
-    """:class:`~qdevolve.agents.tools.TaskTools` with the offline ``ast`` operator whose agent
-    process is also kept from ``hide`` (the whole example directory: every task's evaluator,
-    held-out ones included, not only the current task's)."""
+    """:class:`~qdevolve.agents.tools.TaskTools` with the offline ``ast`` operator and ``backend``
+    whose agent process is kept from ``hide`` (the whole example directory: every task's
+    evaluator, held-out ones included, not only the current task's)."""
     from qdevolve.agents.tools import TaskTools
     from qdevolve.mutation.ast_mutator import ASTMutation
 
-    class _Tools(TaskTools):
-        @property
-        def private_paths(self) -> tuple[str, ...]:
-            return (*super().private_paths, str(Path(hide).resolve()))
-
-    return _Tools(evaluator, sandbox, ASTMutation(), backend, lineage, seed, limits=limits)
+    return TaskTools(evaluator, sandbox, ASTMutation(), backend, lineage, seed, limits=limits, hide=[hide])

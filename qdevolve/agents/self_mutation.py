@@ -6,7 +6,11 @@ feedback=<its per-task scores>, tools=...)``. The agent runs sandboxed in its ow
 the budget given here, enforced outside it; its ``tools.mutate`` applies the offline ``ast``
 operator, ``tools.generate`` calls the run's backend when one is configured (else it raises
 ``ToolUnavailable`` in the agent), and ``tools.evaluate`` runs a candidate agent through the
-example's first-stage evaluator (does it load and define ``propose``?) in the sandbox.
+example's first-stage evaluator (does it load and define ``propose``?) in the run's sandbox.
+The agent's own process runs on the run's sandbox when it is ``local`` or ``bwrap``, else on
+``bwrap`` where available, else ``local`` (:func:`~qdevolve.agents.scoring.agent_sandbox`);
+the engine tells the operator the run's spec (:meth:`SelfMutation.use_sandbox`). The whole
+example directory (every task's evaluator) is hidden from it.
 
 The feedback the agent reads holds only the scoring tasks' figures: held-out metrics
 (``heldout/<task>``) are removed, so self-modification never sees them.
@@ -76,14 +80,28 @@ class SelfMutation:
                                   wall_s=float(wall_s), memory_mb=int(memory_mb))
         self._sandbox: Any = None
         self._lock = threading.Lock()
+        self.sandbox_spec: dict[str, Any] = {"type": "auto"}
+
+    def use_sandbox(self, spec: dict[str, Any] | str) -> None:
+        """Follow the run's ``sandbox`` setting (the engine calls this with its resolved spec):
+        ``tools.evaluate`` runs there and the agent's own process on
+        :func:`~qdevolve.agents.scoring.agent_sandbox` of it. Until told: ``auto``."""
+        spec = {"type": spec} if isinstance(spec, str) else dict(spec)
+        if not isinstance(spec.get("type"), str):
+            raise ConfigError(f"mutation 'self': a sandbox spec needs a 'type', got {spec!r}")
+        with self._lock:
+            box, self._sandbox = self._sandbox, None
+            self.sandbox_spec = spec
+        if box is not None and getattr(box, "close", None) is not None:
+            box.close()
 
     def _box(self) -> Any:
-        """The sandbox ``tools.evaluate`` uses (the best one available here, built once)."""
+        """The sandbox ``tools.evaluate`` uses (the run's, built once)."""
         with self._lock:
             if self._sandbox is None:
-                from qdevolve.sandbox import resolve_sandbox
+                from qdevolve.agents.executor import make_sandbox
 
-                self._sandbox = registry.sandbox.create(resolve_sandbox({"type": "auto"}))
+                self._sandbox = make_sandbox(self.sandbox_spec)
             return self._sandbox
 
     def tools(self, context: MutationContext, lineage: list[dict[str, Any]], seed: int, backend: Any) -> Any:
@@ -112,7 +130,7 @@ class SelfMutation:
         outcome: AgentOutcome = run_agent(
             parent.code, task=AgentTask(name="self", description=description, language=parent.language),
             parent=parent.code, feedback=feedback, tools=self.tools(context, list(lineage), seed, backend),
-            budget=self.budget, sandbox=agent_sandbox("auto"))
+            budget=self.budget, sandbox=agent_sandbox(self.sandbox_spec))
         usage = {"status": outcome.status, "calls": outcome.calls, "evaluations": outcome.evaluations,
                  "tokens": outcome.tokens, "wall_s": round(outcome.wall_s, 3)}
         if outcome.status != "ok" or outcome.child is None:

@@ -10,7 +10,9 @@ Each handler runs in the controller and never executes the code it is handed:
 * ``lineage``: a copy of the list it was given.
 
 The runtime counts these calls against the agent's budget; ``TaskTools`` only serves them.
-``private_paths`` names what the agent's process must not see (the evaluator's directory).
+``private_paths`` names what the agent's process must not see: the paths given as ``hide``
+(the agents loop passes the whole example directory, so every task's evaluator is hidden),
+and always the evaluator's own directory.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +50,20 @@ class TaskTools:
         limits: Limits of each evaluation (default: the sandbox's own).
         language: The language of the candidates.
         max_tokens: ``max_tokens`` of a ``generate`` request.
+        hide: Paths the agent's process must not see (default: the evaluator's directory,
+            which is hidden whatever is given).
     """
 
     def __init__(self, evaluator: Path, sandbox: Any, operator: Any = None, backend: Any = None,
                  lineage: list[dict] | None = None, seed: int = 0, *, limits: SandboxLimits | None = None,
-                 language: str = "python", max_tokens: int = 4096) -> None:
+                 language: str = "python", max_tokens: int = 4096,
+                 hide: Sequence[str | Path] | None = None) -> None:
         self.evaluator = Path(evaluator).resolve()
         if not self.evaluator.is_file():
             raise FileNotFoundError(f"TaskTools: evaluator {self.evaluator} does not exist")
+        if isinstance(hide, (str, Path)):
+            raise TypeError("TaskTools: hide must be a sequence of paths, not one path")
+        self._hide = _hidden(self.evaluator.parent, hide)
         self.sandbox = sandbox
         self.operator = operator
         self.backend = backend
@@ -67,8 +75,8 @@ class TaskTools:
 
     @property
     def private_paths(self) -> tuple[str, ...]:
-        """Directories the agent's process must not see: the evaluator's (and its data)."""
-        return (str(self.evaluator.parent),)
+        """Paths the agent's process must not see: ``hide`` and the evaluator's directory."""
+        return self._hide
 
     def generate(self, prompt: str) -> tuple[str, int]:
         """(completion, prompt + completion tokens); :class:`ToolUnavailable` without a backend."""
@@ -109,6 +117,14 @@ class TaskTools:
     def lineage(self) -> list[dict]:
         """A copy of the earlier attempts."""
         return copy.deepcopy(self._lineage)
+
+
+def _hidden(evaluator_dir: Path, hide: Sequence[str | Path] | None) -> tuple[str, ...]:
+    """The resolved paths to hide; the evaluator's directory is added unless one of them holds it."""
+    paths = [Path(p).resolve() for p in (hide or ())]
+    if not any(evaluator_dir == p or p in evaluator_dir.parents for p in paths):
+        paths.append(evaluator_dir)
+    return tuple(dict.fromkeys(str(p) for p in paths))
 
 
 def _run(coro: Coroutine[Any, Any, Any]) -> Any:

@@ -122,6 +122,9 @@ class Evolution:
             backend = build_backend(self.config)
         self.backend: Backend | None = backend
         self._reporter = backend if isinstance(backend, RewardReporting) else None
+        use_backend = getattr(self.executor, "use_backend", None)  # an executor whose jobs generate (agents)
+        if use_backend is not None:
+            use_backend(backend)
         group = (listener.group_size if listener is not None else None) or self.config.children_per_parent
         if group < 1:
             raise ConfigError(f"group_size must be >= 1, got {group}")

@@ -97,6 +97,10 @@ class EnginePlugins:
         operators, weights, names = build_operators(config)
         limits = make_limits(config.limits)
         sandbox = resolve_sandbox(config.sandbox)
+        for operator in operators:  # an operator that runs code itself (``self``) follows the run's sandbox
+            use_sandbox = getattr(operator, "use_sandbox", None)
+            if use_sandbox is not None:
+                use_sandbox(sandbox)
         novelty = None
         if config.novelty is not None:
             from qdevolve.evolve.core.novelty_filter import EmbeddingNoveltyFilter
