@@ -34,6 +34,8 @@ __all__ = ["TaskTools", "FEEDBACK_CHARS"]
 
 #: Characters of evaluator feedback (artifacts, error) returned to the agent.
 FEEDBACK_CHARS = 4000
+#: Agents' ``generate`` calls (scoring slots, self-modification) reach the run's backend one at a time.
+_GENERATE_LOCK = threading.Lock()
 
 
 class TaskTools:
@@ -86,7 +88,8 @@ class TaskTools:
 
         request = GenerationRequest(prompt=prompt, n=1, max_tokens=self.max_tokens,
                                     seed=int(self.rng.integers(0, 2**31 - 1)))
-        completion = _run(self.backend.generate([request]))[0][0]
+        with _GENERATE_LOCK:  # each call runs on its own event loop; a backend binds one loop at a time
+            completion = _run(self.backend.generate([request]))[0][0]
         if completion.error:
             raise RuntimeError(f"the backend failed: {completion.error}")
         used = int(completion.prompt_tokens or 0) + int(completion.completion_tokens or 0)

@@ -81,6 +81,25 @@ def test_scoring_tools_generate_through_the_runs_backend_within_the_budget(examp
     assert script.requests == 2 and out.calls == 2 and out.tokens > 0
 
 
+def test_concurrent_agent_generate_calls_reach_the_backend_one_at_a_time(example: Path) -> None:
+    """Scoring slots and self-modification run in threads, each call on its own event loop: the
+    shared backend (which binds one loop at a time) is never used from two loops at once."""
+    import threading
+
+    script = Counting()
+    with ScriptedServer(script, latency_s=0.15) as server:
+        backend = _openai(server.url)
+        tools = [TaskTools(example / "evaluator.py", None, backend=backend, seed=i) for i in range(3)]
+        out: list = []
+        threads = [threading.Thread(target=lambda t=t: out.append(t.generate("x"))) for t in tools]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert server.max_in_flight == 1
+    assert len(out) == 3 and all("def solve" in text for text, _ in out)
+
+
 def test_scoring_is_offline_without_a_backend(example: Path) -> None:
     scorer = AgentScorer(_tasks(example), ScoringSettings(iterations=1), None, {"type": "local"})
     tools = scorer.tools_factory(task=scorer.tasks[0], sandbox=None, lineage=[], seed=1, limits=None)
