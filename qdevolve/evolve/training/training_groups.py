@@ -1,9 +1,13 @@
-"""RL groups of the joined loop: rollouts of one prompt, complete once every member is rewarded.
+"""RL groups of the joined loop: rollouts of one prompt, complete once every member is stored.
 
 Every rollout is stored with its reward (the engine writes both in one transaction), so a
-group is complete when all the children its plan kept are stored. Groups are read after
-``last_seq`` (the last rollout a trainer step used, saved atomically with the policy
-version); a group still missing members holds ``last_seq`` below its first rollout.
+group is complete when all the children its plan produced are stored: the breeder records
+their number on each rollout (``metadata["group_n"]``). Children of several plans are
+stored interleaved, so groups are read after ``last_seq`` (the watermark: every rollout at
+or below it was trained or skipped), and the ids of groups above it already trained are
+kept beside it; both are saved atomically with the policy version. A group still missing
+members holds ``last_seq`` below its first rollout until it is complete, or released as
+stale (:meth:`GroupCollector.complete`, :data:`STALE_AFTER`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from qdevolve.rl.group import RolloutGroup
 from qdevolve.rl.protocols import Objective
 from qdevolve.types import Rollout
 
-__all__ = ["GroupCollector"]
+__all__ = ["STALE_AFTER", "GroupCollector"]
 
 
 STALE_AFTER = 16  # later plans' groups complete before an incomplete group is released
