@@ -4,7 +4,6 @@ program) through the training listener, the way ``lazy``/``duplicate`` reach cop
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
