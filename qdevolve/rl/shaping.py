@@ -8,7 +8,8 @@ to its parent, or at its "level 2" to any program in the database) −0.3, an ex
 error −0.2, a validation failure −0.1. :class:`RewardShaping` holds one such reward per
 *kind* of child; :func:`child_kind` names the kind of one child, in this order:
 
-1. ``no_program``: the completion gave no program (empty, unparsable, backend error);
+1. ``no_program``: the completion gave no program (empty, unparsable, backend error): a
+   failed child, penalised like a copy when configured;
 2. ``lazy``: the child's normalised code equals a parent's (:func:`qdevolve.types.code_hash`);
 3. ``duplicate``: it equals any program already stored in the run;
 4. the evaluation status when it is not ``ok``: ``error``, ``timeout``, ``memory``,

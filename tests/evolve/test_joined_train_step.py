@@ -26,6 +26,12 @@ class _Groups:
         new = [s for s in self.seqs if s > self.last_seq]
         return new, max(new, default=self.last_seq)
 
+    def state(self, last: int) -> dict[str, Any]:
+        return {"last_seq": last, "done": []}
+
+    def commit(self, last: int) -> None:
+        self.last_seq = max(self.last_seq, last)
+
     def diversity(self, groups: list[int]) -> dict[str, float]:
         return {}
 

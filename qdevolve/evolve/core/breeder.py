@@ -182,7 +182,12 @@ class Breeder:
 
     def children(self, plan: ChildPlan, candidates: list[Candidate]) -> list[Child]:
         """The plan's children (at most ``plan.n``), failed mutations included."""
-        return [self._child(plan, cand) for cand in candidates[:plan.n]]
+        children = [self._child(plan, cand) for cand in candidates[:plan.n]]
+        for c in children:  # group_n: the plan's rollouts in this group (the trainer waits for them all)
+            if c.rollout is not None and c.rollout.group_id is not None:
+                c.rollout.metadata["group_n"] = sum(1 for o in children if o.rollout is not None
+                                                    and o.rollout.group_id == c.rollout.group_id)
+        return children
 
     def _child(self, plan: ChildPlan, cand: Candidate) -> Child:
         parent, ctx = plan.parent, plan.context

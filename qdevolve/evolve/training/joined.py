@@ -200,7 +200,7 @@ class JoinedListener:
         self.max_pending: int | None = -(-max(1, config.workers) // per_job) + 1
         state = store.get_state(run_id, "joined") or {}
         self.groups = GroupCollector(store, run_id, self.settings, self.trainer.objective,
-                                     last_seq=int(state.get("last_seq", 0)))
+                                     last_seq=int(state.get("last_seq", 0)), done=state.get("done") or ())
         self.n_tests = 1  # width of the reward vector: the number of tests, once a result has them
         self.evals_since_step = 0
         self.train_log: list[dict[str, Any]] = []
@@ -417,13 +417,13 @@ class JoinedListener:
             if self.settings.solved_by:
                 metrics["targets_solved"] = float(len(self.solved))
             version = await loop.run_in_executor(None, lambda: self.trainer.save_version(
-                metrics=metrics, extra_state={"joined": {"last_seq": last}}))
+                metrics=metrics, extra_state={"joined": self.groups.state(last)}))
             inner = self.backend.inner
             if getattr(inner, "model", None) is self.trainer.model:  # in-process weights: already current
                 inner.policy_version = version
             else:
                 inner.load_policy(version, self._path_of(version))
-            self.groups.last_seq = max(self.groups.last_seq, last)
+            self.groups.commit(last)
         self.evals_since_step = 0
         self.train_log.append({"version": version, **metrics})
         return metrics
