@@ -29,7 +29,7 @@ class _Groups:
     def state(self, last: int) -> dict[str, Any]:
         return {"last_seq": last, "done": []}
 
-    def commit(self, last: int) -> None:
+    def advance(self, last: int) -> None:
         self.last_seq = max(self.last_seq, last)
 
     def diversity(self, groups: list[int]) -> dict[str, float]:

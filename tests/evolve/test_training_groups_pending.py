@@ -37,7 +37,7 @@ def _put(store: LineageStore, run: str, group: str, i: int, n: int | None, *, re
 def _step(col: GroupCollector) -> list[list[str]]:
     """One trainer step: the groups' completions; the watermark moves on as the listener does."""
     groups, last = col.complete()
-    col.commit(last)
+    col.advance(last)
     return [sorted(g.outcome_keys) for g in groups]
 
 

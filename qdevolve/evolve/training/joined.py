@@ -423,7 +423,7 @@ class JoinedListener:
                 inner.policy_version = version
             else:
                 inner.load_policy(version, self._path_of(version))
-            self.groups.commit(last)
+            self.groups.advance(last)
         self.evals_since_step = 0
         self.train_log.append({"version": version, **metrics})
         return metrics

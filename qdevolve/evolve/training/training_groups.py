@@ -68,7 +68,7 @@ class GroupCollector:
         two or more members, else skipped. Members stored after a released group's ids have
         left :attr:`done` form a new incomplete group, released (or skipped) the same way.
 
-        Call :meth:`commit` with the returned seq once the step that used the groups is saved.
+        Call :meth:`advance` with the returned seq once the step that used the groups is saved.
         """
         rows = self.store.rollouts(self.run_id, after_seq=self.last_seq)
         by_group: dict[str, list[tuple[int, Rollout]]] = {}
@@ -100,7 +100,7 @@ class GroupCollector:
         self._proposed = {gid for gid in done if max(seq for seq, _ in by_group[gid]) > last}
         return groups, max(last, self.last_seq)
 
-    def commit(self, last: int) -> None:
+    def advance(self, last: int) -> None:
         """The step that used :meth:`complete`'s groups is saved: move the watermark to ``last``."""
         self.last_seq = max(self.last_seq, last)
         self.done = set(self._proposed)
