@@ -42,11 +42,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from joined_measure import EXAMPLE, example_evaluator, expr_of, measure, operator_check, outputs  # noqa: E402
 from joined_report import render  # noqa: E402  (the tables, benchmarks/joined_report.py)
 from joined_report import uptime as _uptime  # noqa: E402
+from worker_pool import run_in_workers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -164,45 +163,25 @@ def worker(plans: list[dict[str, Any]]) -> None:
 
 
 def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
-    """Spread the plans round-robin over ``jobs`` worker processes; measure each finished run."""
-    shares = [plans[i::jobs] for i in range(jobs) if plans[i::jobs]]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    # stderr goes to a file: a pipe nobody reads until the end fills up and blocks the worker
-    logs = [tempfile.TemporaryFile(mode="w+") for _ in shares]
-    procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(share)],
-                              stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-             for share, log in zip(shares, logs, strict=True)]
+    """Spread the plans over ``jobs`` worker processes (``worker_pool``); measure each finished run."""
     by_key = {(p["arm"], p["seed"]): p for p in plans}
     runs: list[dict[str, Any]] = []
 
-    def collect(proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if not line.startswith("{"):
-                continue
-            done = json.loads(line)
-            plan = by_key[(done["arm"], done["seed"])]
-            if done["error"]:
-                runs.append({"arm": done["arm"], "seed": done["seed"], "error": done["error"]})
-                print(f"{done['arm']:12s} seed {done['seed']}: FAILED {done['error']}", flush=True)
-                continue
-            r = measure(Path(plan["db"]), [int(c) for c in plan["budget"].split(",")])
-            r.update(arm=done["arm"], seed=done["seed"], wall_s=done["wall_s"])
-            runs.append(r)
-            c = r["curves"]
-            print(f"{r['arm']:12s} seed {r['seed']}: top50 {c['top50'][-1]:.3f} correct cells "
-                  f"{c['correct_cells'][-1]:.0f} distinct correct {c['distinct_correct'][-1]:.0f} classes "
-                  f"{c['semantic_classes'][-1]:.0f} best {c['best'][-1]:.2f} ({r['wall_s']:.0f} s)", flush=True)
+    def on_result(done: dict[str, Any]) -> None:
+        plan = by_key[(done["arm"], done["seed"])]
+        if done["error"]:
+            runs.append({"arm": done["arm"], "seed": done["seed"], "error": done["error"]})
+            print(f"{done['arm']:12s} seed {done['seed']}: FAILED {done['error']}", flush=True)
+            return
+        r = measure(Path(plan["db"]), [int(c) for c in plan["budget"].split(",")])
+        r.update(arm=done["arm"], seed=done["seed"], wall_s=done["wall_s"])
+        runs.append(r)
+        c = r["curves"]
+        print(f"{r['arm']:12s} seed {r['seed']}: top50 {c['top50'][-1]:.3f} correct cells "
+              f"{c['correct_cells'][-1]:.0f} distinct correct {c['distinct_correct'][-1]:.0f} classes "
+              f"{c['semantic_classes'][-1]:.0f} best {c['best'][-1]:.2f} ({r['wall_s']:.0f} s)", flush=True)
 
-    with ThreadPoolExecutor(max_workers=len(procs)) as pool:
-        list(pool.map(collect, procs))
-    for proc, log in zip(procs, logs, strict=True):
-        code = proc.wait()
-        log.seek(0)
-        err = log.read()
-        log.close()
-        if code != 0:
-            raise SystemExit(f"a benchmark worker failed:\n{err[-3000:]}")
+    run_in_workers(Path(__file__).resolve(), plans, jobs, on_result)
     order = {(p["arm"], p["seed"]): i for i, p in enumerate(plans)}
     return sorted(runs, key=lambda r: order[(r["arm"], r["seed"])])
 

@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite_report import render  # noqa: E402
+from worker_pool import run_in_workers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -94,38 +92,20 @@ def worker(plans: list[dict[str, Any]]) -> None:
 
 
 def run_all(plans: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
-    shares = [plans[i::jobs] for i in range(jobs) if plans[i::jobs]]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    logs = [tempfile.TemporaryFile(mode="w+") for _ in shares]
-    procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(share)],
-                              stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-             for share, log in zip(shares, logs, strict=True)]
+    """Spread the plans over ``jobs`` worker processes (``worker_pool``); the runs in plan order."""
     runs: list[dict[str, Any]] = []
 
-    def collect(proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if not line.startswith("{"):
-                continue
-            r = json.loads(line)
-            runs.append(r)
-            if r["error"]:
-                print(f"{r['arm']:12s} seed {r['seed']}: FAILED {r['error']}", flush=True)
-                continue
-            c = r["curves"]
-            print(f"{r['arm']:12s} seed {r['seed']}: solved {c['solved'][-1]:.0f} top50 {c['top50'][-1]:.3f} "
-                  f"classes/solved {c['classes_per_solved'][-1]:.2f} held-out solved {r['heldout_solved']:.0f} "
-                  f"({r['run_wall_s']:.0f} s)", flush=True)
+    def on_result(r: dict[str, Any]) -> None:
+        runs.append(r)
+        if r["error"]:
+            print(f"{r['arm']:12s} seed {r['seed']}: FAILED {r['error']}", flush=True)
+            return
+        c = r["curves"]
+        print(f"{r['arm']:12s} seed {r['seed']}: solved {c['solved'][-1]:.0f} top50 {c['top50'][-1]:.3f} "
+              f"classes/solved {c['classes_per_solved'][-1]:.2f} held-out solved {r['heldout_solved']:.0f} "
+              f"({r['run_wall_s']:.0f} s)", flush=True)
 
-    with ThreadPoolExecutor(max_workers=len(procs)) as pool:
-        list(pool.map(collect, procs))
-    for proc, log in zip(procs, logs, strict=True):
-        code = proc.wait()
-        log.seek(0)
-        err = log.read()
-        log.close()
-        if code != 0:
-            raise SystemExit(f"a benchmark worker failed:\n{err[-3000:]}")
+    run_in_workers(Path(__file__).resolve(), plans, jobs, on_result)
     order = {(p["arm"], p["seed"]): i for i, p in enumerate(plans)}
     return sorted(runs, key=lambda r: order[(r["arm"], r["seed"])])
 
