@@ -53,7 +53,7 @@ __all__ = ["ParetoArchive", "ObjectiveError", "parse_objectives", "read_objectiv
 ORDERS: tuple[str, ...] = ("nsga2", "lexicographic")
 SCALARS: tuple[str, ...] = ("score", "rank", "first", "weighted")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
-_ONE_NICHE = "front"
+_ONE_NICHE = "all"
 
 
 class ObjectiveError(QdevolveError):
