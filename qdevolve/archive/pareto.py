@@ -214,7 +214,8 @@ class ParetoArchive(ArchiveBase):
         gone = [*beaten, *([crowded] if crowded else [])]
         for m in gone:
             events.append(self._event("removed", self._elites[m],
-                                      data={"reason": "dominated" if m in beaten else "crowded"}))
+                                      data={"reason": "dominated" if m in beaten else
+                                            "crowded" if self.order == "nsga2" else "outranked"}))
             self._drop(m)
         self._vec[elite.program_id] = vec
         self._niches.setdefault(cell, []).append(elite.program_id)
@@ -297,10 +298,15 @@ class ParetoArchive(ArchiveBase):
     def coverage(self) -> float:
         return len(self._niches) / (self.n_cells() or 1)
 
-    def front(self) -> list[Elite]:
-        """The members of rank 0 (the global front), best crowding first, then insertion."""
-        members = [e for e in self._elites.values() if e.rank == 0]
-        return sorted(members, key=lambda e: -(e.crowding if e.crowding is not None else 0.0))
+    def front(self) -> list[tuple[Elite, float]]:
+        """The members no member dominates, each with its crowding distance among them (under
+        ``nsga2`` these are the rank-0 members), widest spacing first, then insertion order."""
+        members = list(self._elites.values())
+        ranks = non_dominated_ranks([self._vec[e.program_id] for e in members])
+        front = [e for e, r in zip(members, ranks, strict=True) if r == 0]
+        crowd = crowding_distances([self._vec[e.program_id] for e in front])
+        order = sorted(range(len(front)), key=lambda i: (-crowd[i], i))
+        return [(front[i], crowd[i]) for i in order]
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()
@@ -308,7 +314,6 @@ class ParetoArchive(ArchiveBase):
             "objectives": dict(self.objectives), "order": self.order, "scalar": self.scalar,
             "niches": len(self._niches), "capacity": self.capacity,
             "front": [{"program_id": e.program_id, "objectives": dict(e.objectives), "cell": e.cell,
-                       "crowding": e.crowding if e.crowding is not None and math.isfinite(e.crowding) else None,
-                       "score": e.score} for e in self.front()],
+                       "crowding": d if math.isfinite(d) else None, "score": e.score} for e, d in self.front()],
         })
         return out
