@@ -18,7 +18,8 @@
     const [ax, ay] = p.axes, dir = p.objectives;
     const tip = q => tipBox("program " + short(q.program_id) + (q.front ? " (front)" : q.member ? " (archive)" : ""),
                             Object.keys(dir).map(n => [n + " (" + dir[n] + ")", q.objectives[n]]));
-    const item = q => ({value: [q.objectives[ax], q.objectives[ay]], point: q});
+    const item = q => ({value: [q.objectives[ax], q.objectives[ay]], point: q,
+                        ...(q.member && !q.front ? {itemStyle: {borderWidth: 2}} : {})});
     const others = p.points.filter(q => !q.front), best = p.points.filter(q => q.front);
     const line = best.map(item).sort((a, b) => a.value[0] - b.value[0]);
     front.setOption({
