@@ -137,10 +137,9 @@ def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
                        _fmt(isl["qd_score"]), _fmt(isl["best_score"]),
                        Text(_safe((isl["best_program_id"] or "-")[:12])), str(isl.get("offered", "-")))
         console.print(it)
-    from qdevolve.evolve.report.front import front_table
+    from qdevolve.evolve.report import front_tables
 
-    front = front_table(s)  # a pareto archive's front: its programs and their objectives
-    if front is not None:
+    for front in front_tables(s):  # a pareto archive's front (per island)
         console.print(front)
 
 

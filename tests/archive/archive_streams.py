@@ -22,6 +22,8 @@ ARCHIVE_SPECS: dict[str, dict] = {
     "pareto": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 6},
     "pareto_niches": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 3,
                       "feature_dimensions": ["code_length"], "bins": 3},
+    "islands_pareto": {"type": "islands", "n_islands": 2, "migration_interval": 5, "migration_fraction": 0.5,
+                       "inner": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 4}},
     "pareto_lexicographic": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 4,
                              "order": "lexicographic", "priority": ["size", "acc"]},
 }

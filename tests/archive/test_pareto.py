@@ -173,3 +173,23 @@ def test_crowded_tournament_prefers_lower_rank_then_wider_spacing() -> None:
     plain.add(Program(code="a = 1\n", run_id="r"), EvalResult(score=1.0))
     with pytest.raises(ConfigError, match="archive type 'pareto'"):
         plain.sample(np.random.default_rng(0), rule)
+
+
+def test_front_tables_per_island() -> None:
+    from rich.console import Console
+
+    from qdevolve.evolve.report import front_tables
+
+    arc = registry.archive.create(ARCHIVE_SPECS["islands_pareto"])
+    for p, r in program_stream(60, seed=2, n_islands=2):
+        arc.add(p, r)
+    tables = front_tables(arc.stats())
+    assert [t.title.split(":")[0] for t in tables] == ["island 0", "island 1"]
+    console = Console(width=120, record=True)
+    for t in tables:
+        console.print(t)
+    text = console.export_text()
+    for isl in arc.stats()["islands"]:
+        for row in isl["front"]:
+            assert row["program_id"][:12] in text
+    assert front_tables(registry.archive.create({"type": "map_elites"}).stats()) == []

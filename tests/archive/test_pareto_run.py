@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -126,3 +127,25 @@ def test_sigkill_then_resume_rebuilds_the_same_front(tmp_path: Path) -> None:
     # the resumed engine's later events match a replay, and the front is the uninterrupted run's
     assert _front(killed)[0] == _members_from_events(killed)
     assert _front_set(killed) == _front_set(whole)
+
+
+@pytest.mark.slow
+def test_an_evaluation_without_an_objective_is_invalid_and_names_it(tmp_path: Path) -> None:
+    ex = tmp_path / "ex"
+    shutil.copytree(EXAMPLE, ex)
+    ev = (ex / "evaluator.py").read_text()
+    # children less accurate than 0.99 leave `length` out: each is stored invalid, naming it
+    (ex / "evaluator.py").write_text(ev.replace('    return {"combined_score": accuracy - length / 1000.0, "accuracy": accuracy, "length": length,',
+                                                '    if accuracy < 0.99:\n        return {"combined_score": accuracy, "accuracy": accuracy}\n'
+                                                '    return {"combined_score": accuracy - length / 1000.0, "accuracy": accuracy, "length": length,'))
+    db = tmp_path / "run.sqlite"
+    r = _run("run", str(ex), "--db", str(db), "--iterations", "8", *SEEDED, "--fail-fast-children", "0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    con = sqlite3.connect(db)
+    errors = [e for (e,) in con.execute("SELECT error FROM evaluations WHERE status = 'invalid'")]
+    con.close()
+    assert errors and all("objective 'length' is not among the evaluator's metrics" in e for e in errors)
+
+    (ex / "evaluator.py").write_text(ev.replace('"length": length,', ''))  # the seed too: nothing starts
+    r = _run("run", str(ex), "--db", str(tmp_path / "none.sqlite"), "--iterations", "4", *SEEDED)
+    assert r.returncode == 2 and "objective 'length' is not among the evaluator's metrics" in r.stderr

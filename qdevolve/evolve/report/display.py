@@ -96,10 +96,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
         for what, value in training_rows(training):
             t.add_row(what, value)
     console.print(t)
-    from qdevolve.evolve.report.front import front_table
+    from qdevolve.evolve.report.front import front_tables
 
-    front = front_table(summary.stats)  # a pareto archive's non-dominated programs
-    if front is not None:
+    for front in front_tables(summary.stats):  # a pareto archive's front (per island)
         console.print(front)
     db = terminal_safe_line(display_target(str(summary.db)))  # a URL's password masked
     hints = [f"qdevolve lineage tree --db {db}"]

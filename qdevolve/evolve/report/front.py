@@ -1,7 +1,8 @@
 """The Pareto front as a table: the run summary and ``qdevolve archive stats`` print it.
 
 Reads the ``front`` and ``objectives`` that a ``pareto`` archive's ``stats()`` reports (see
-:mod:`qdevolve.archive.pareto`); any other archive reports none and gets no table.
+:mod:`qdevolve.archive.pareto`), or each island's, under ``islands``; any other archive
+reports none and gets no table.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from rich.text import Text
 
 from qdevolve.textsafe import terminal_safe_line
 
-__all__ = ["front_table", "MAX_ROWS"]
+__all__ = ["front_table", "front_tables", "MAX_ROWS"]
 
 MAX_ROWS = 30
 
@@ -22,7 +23,20 @@ def _num(v: Any) -> str:
     return "-" if v is None else f"{float(v):.6g}"
 
 
-def front_table(stats: dict[str, Any], *, max_rows: int = MAX_ROWS) -> Table | None:
+def front_tables(stats: dict[str, Any], *, max_rows: int = MAX_ROWS) -> list[Table]:
+    """The archive's front table, or one per island (``islands`` over ``pareto``)."""
+    one = front_table(stats, max_rows=max_rows)
+    if one is not None:
+        return [one]
+    out = []
+    for isl in stats.get("islands") or []:
+        t = front_table(isl, max_rows=max_rows, title=f"island {isl.get('island')}: ") if isinstance(isl, dict) else None
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def front_table(stats: dict[str, Any], *, max_rows: int = MAX_ROWS, title: str = "") -> Table | None:
     """One row per front member (program id, each objective, crowding distance, niche),
     sorted by the first objective, best first; ``None`` when the archive reports no front."""
     front, objectives = stats.get("front"), stats.get("objectives")
@@ -31,7 +45,7 @@ def front_table(stats: dict[str, Any], *, max_rows: int = MAX_ROWS) -> Table | N
     names = list(objectives)
     first, sign = names[0], (-1.0 if objectives[names[0]] == "max" else 1.0)
     rows = sorted(front, key=lambda r: sign * float((r.get("objectives") or {}).get(first, 0.0)))
-    t = Table(title=f"Pareto front ({len(front)} programs, {stats.get('order', 'nsga2')} order)",
+    t = Table(title=f"{title}Pareto front ({len(front)} programs, {stats.get('order', 'nsga2')} order)",
               title_justify="left")
     t.add_column("program", no_wrap=True)
     for n in names:
