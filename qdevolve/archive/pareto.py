@@ -158,6 +158,8 @@ class ParetoArchive(ArchiveBase):
         self._niches: dict[str, list[str]] = {}  # niche -> member ids, in insertion order
         self._vec: dict[str, tuple[float, ...]] = {}  # member id -> signed objective vector
         self._incoming: dict[str, float] = {}
+        self._ranked = True  # Elite.rank / crowding / a rank score are current
+        self._front: list[tuple[Elite, float]] | None = None  # front(), while ranked
 
     def _parse_weights(self, weights: Mapping[str, float] | None) -> dict[str, float]:
         if self.scalar != "weighted":
@@ -191,6 +193,7 @@ class ParetoArchive(ArchiveBase):
         events: list[ArchiveEvent] = []
         if self._binner is not None and self._binner.ranges.update(elite.features):
             events += self._regroup()
+        self._ranked = self._ranked and not events
         cell = self._niche_of(elite.features)
         elite.cell = cell
         vec = signed(elite.objectives, self._directions)
@@ -219,8 +222,14 @@ class ParetoArchive(ArchiveBase):
             self._drop(m)
         self._vec[elite.program_id] = vec
         self._niches.setdefault(cell, []).append(elite.program_id)
+        if self.scalar == "first":
+            elite.score = vec[0]
+        elif self.scalar == "weighted":
+            elite.score = sum(w * vec[self.priority.index(n)] for n, w in self.weights.items())
         self._store(elite)
-        self._rerank()
+        self._ranked = False
+        if self.scalar == "rank":  # the event carries the score: rank now (else ranks wait for a read)
+            self._rerank()
         events.append(self._event(kind, elite, replaced_id=gone[0] if gone else None,
                                   data={"objectives": dict(elite.objectives)}))
         return events
@@ -272,7 +281,9 @@ class ParetoArchive(ArchiveBase):
         return [m for m in members if m not in keep]
 
     def _rerank(self) -> None:
-        """Global rank and crowding of every member, and the declared scalar score."""
+        """Global rank and crowding of every member (and ``-rank`` as the score under
+        ``scalar: rank``); computed when read, not at every ``add``, so a replay stays cheap."""
+        self._ranked, self._front = True, None
         ids = list(self._elites)
         vecs = [self._vec[i] for i in ids]
         ranks = lexicographic_ranks(vecs) if self.order == "lexicographic" else non_dominated_ranks(vecs)
@@ -286,12 +297,18 @@ class ParetoArchive(ArchiveBase):
             e.rank, e.crowding = int(ranks[k]), float(crowd[k])
             if self.scalar == "rank":
                 e.score = -float(ranks[k])
-            elif self.scalar == "first":
-                e.score = vecs[k][0]
-            elif self.scalar == "weighted":
-                e.score = sum(w * vecs[k][self.priority.index(n)] for n, w in self.weights.items())
 
     # -- reading ------------------------------------------------------------------------
+    def elites(self, island: int | None = None) -> list[Elite]:
+        if not self._ranked:
+            self._rerank()
+        return super().elites(island)
+
+    def get(self, program_id: str) -> Elite | None:
+        if not self._ranked:
+            self._rerank()
+        return super().get(program_id)
+
     def n_cells(self) -> int | None:
         return 1 if self._binner is None else self._binner.n_cells()
 
@@ -301,12 +318,17 @@ class ParetoArchive(ArchiveBase):
     def front(self) -> list[tuple[Elite, float]]:
         """The members no member dominates, each with its crowding distance among them (under
         ``nsga2`` these are the rank-0 members), widest spacing first, then insertion order."""
+        if not self._ranked:
+            self._rerank()
+        if self._front is not None:
+            return list(self._front)
         members = list(self._elites.values())
         ranks = non_dominated_ranks([self._vec[e.program_id] for e in members])
         front = [e for e, r in zip(members, ranks, strict=True) if r == 0]
         crowd = crowding_distances([self._vec[e.program_id] for e in front])
         order = sorted(range(len(front)), key=lambda i: (-crowd[i], i))
-        return [(front[i], crowd[i]) for i in order]
+        self._front = [(front[i], crowd[i]) for i in order]
+        return list(self._front)
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 __all__ = ["DIRECTIONS", "signed", "dominates", "non_dominated_ranks", "crowding_distances",
            "crowded_key", "lexicographic_ranks"]
 
@@ -51,31 +53,32 @@ def dominates(a: Vector, b: Vector) -> bool:
 
 
 def non_dominated_ranks(points: Sequence[Vector]) -> list[int]:
-    """NSGA-II's fast non-dominated sort: each point's rank (0 = not dominated by any)."""
+    """NSGA-II's non-dominated sort: each point's rank (0 = not dominated by any).
+
+    The domination counts ``n_p`` and sets ``S_p`` of the paper's fast sort come from one
+    (N, N) dominance matrix (numpy), then fronts are peeled: O(M N^2) work, vectorised."""
     n = len(points)
-    dominated_by = [0] * n  # n_p: how many points dominate p
-    dominates_set: list[list[int]] = [[] for _ in range(n)]  # S_p
-    for i in range(n):
-        for j in range(i + 1, n):
-            if dominates(points[i], points[j]):
-                dominates_set[i].append(j)
-                dominated_by[j] += 1
-            elif dominates(points[j], points[i]):
-                dominates_set[j].append(i)
-                dominated_by[i] += 1
-    ranks = [0] * n
-    front = [i for i in range(n) if dominated_by[i] == 0]
+    if n == 0:
+        return []
+    p = np.asarray(points, dtype=np.float64)
+    ge = np.ones((n, n), dtype=bool)
+    gt = np.zeros((n, n), dtype=bool)
+    for m in range(p.shape[1]):  # one (N, N) comparison per objective
+        col = p[:, m]
+        ge &= col[:, None] >= col[None, :]
+        gt |= col[:, None] > col[None, :]
+    dom = ge & gt  # dom[i, j]: i dominates j
+    count = dom.sum(0, dtype=np.int64)  # n_p
+    ranks = np.full(n, -1, dtype=np.int64)
     rank = 0
-    while front:
-        nxt = []
-        for i in front:
-            ranks[i] = rank
-            for j in dominates_set[i]:
-                dominated_by[j] -= 1
-                if dominated_by[j] == 0:
-                    nxt.append(j)
-        front, rank = sorted(nxt), rank + 1
-    return ranks
+    front = np.flatnonzero(count == 0)
+    while front.size:
+        ranks[front] = rank
+        count = count - dom[front].sum(0, dtype=np.int64)
+        count[ranks >= 0] = -1
+        front = np.flatnonzero(count == 0)
+        rank += 1
+    return [int(r) for r in ranks]
 
 
 def crowding_distances(points: Sequence[Vector]) -> list[float]:
