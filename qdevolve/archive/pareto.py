@@ -25,7 +25,9 @@ declared ``scalar``: ``score`` (the evaluator's ``combined_score``, the default)
 when minimised) or ``weighted`` (``sum_m w_m * s_m`` with ``s_m`` the objective negated when
 minimised and ``w_m`` from ``weights``).
 
-``add`` draws nothing at random, so replaying the stored evaluations rebuilds the same front.
+``add`` draws nothing at random, so replaying the stored evaluations rebuilds the same front;
+``state()`` holds everything ``add`` reads (members, their objectives, niches, feature ranges),
+so an archive snapshot plus the evaluations after it rebuilds it too.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from qdevolve import registry
 from qdevolve.archive.base import ArchiveBase, admissible_score
@@ -297,6 +301,33 @@ class ParetoArchive(ArchiveBase):
             e.rank, e.crowding = int(ranks[k]), float(crowd[k])
             if self.scalar == "rank":
                 e.score = -float(ranks[k])
+
+    # -- state (archive snapshots) -------------------------------------------------------
+    owns_state = True
+
+    def _own_state(self) -> dict[str, Any]:
+        names = list(self.objectives)
+        return {
+            "objectives_of": [[pid, [e.objectives[n] for n in names]] for pid, e in self._elites.items()],
+            "niches": [[cell, list(ids)] for cell, ids in self._niches.items()],
+            "binner": None if self._binner is None else [[float(x) for x in self._binner.ranges.lo],
+                                                         [float(x) for x in self._binner.ranges.hi]],
+        }
+
+    def _load_own_state(self, state: dict[str, Any]) -> None:
+        names = list(self.objectives)
+        for pid, values in state["objectives_of"]:
+            e = self._elites[pid]
+            e.objectives = dict(zip(names, (float(v) for v in values), strict=True))
+            self._vec[pid] = signed(e.objectives, self._directions)
+        self._niches = {cell: list(ids) for cell, ids in state["niches"]}
+        if (state["binner"] is None) != (self._binner is None):
+            raise ValueError("state of a pareto archive with other niches")
+        if self._binner is not None:
+            lo, hi = state["binner"]
+            self._binner.ranges.lo = np.asarray(lo, dtype=np.float64)
+            self._binner.ranges.hi = np.asarray(hi, dtype=np.float64)
+        self._ranked, self._front = False, None
 
     # -- reading ------------------------------------------------------------------------
     def elites(self, island: int | None = None) -> list[Elite]:
