@@ -78,3 +78,37 @@ def test_front_scatter_highlights_the_front_and_links_programs(page: Page, paret
     assert page.evaluate("location.pathname") == f"/programs/{target['program_id']}"
     log = page.console()
     assert not [m for m in log if "Content Security Policy" in m or "Uncaught" in m], log
+
+
+def test_crafted_objectives_and_metrics_leave_points_or_the_chart_out(tmp_path: Path) -> None:
+    import json
+    import time
+    import uuid
+
+    from sqlalchemy import insert
+
+    from qdevolve.db import schema as S
+    from qdevolve.serve.db import ReadOnlyDB
+    from qdevolve.serve.front_view import front_view
+
+    from . import synth
+
+    path = tmp_path / "crafted.sqlite"
+    eng = synth.new_database(path)
+    rid = uuid.uuid4().hex
+    with eng.begin() as con:
+        con.execute(insert(S.runs).values(id=rid, name="crafted", status="finished", config=json.dumps({}),
+                                          created_at=time.time(), updated_at=time.time()))
+    good = [synth.add_program(eng, rid, code=f"x = {i}\n", metrics={"a": a, "b": b})
+            for i, (a, b) in enumerate([(1.0, 1.0), (2.0, 3.0), (3.0, 2.0)])]
+    synth.add_program(eng, rid, code="y = 1\n", metrics={"a": "NaN", "b": 1.0})  # text: left out
+    synth.add_program(eng, rid, code="y = 2\n", metrics=["not", "a", "dict"])
+    synth.add_program(eng, rid, code="y = 3\n", metrics={"a": 9.0})  # b missing: left out
+    eng.dispose()
+    db = ReadOnlyDB(str(path))
+    view = front_view(db, rid, {"objectives": {"a": "max", "b": "max"}}, set(good))
+    assert sorted(p["program_id"] for p in view["points"]) == sorted(good)
+    assert {p["program_id"] for p in view["points"] if p["front"]} == {good[1], good[2]}
+    assert view["n_front"] == 2 and view["n_members"] == 3
+    for bad in ({"a": "up"}, ["a", "b"], {}, {"a": "max", 3: "min"}, None):
+        assert front_view(db, rid, {"objectives": bad}, set(good)) is None
