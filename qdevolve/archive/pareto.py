@@ -278,8 +278,10 @@ class ParetoArchive(ArchiveBase):
         if self.order == "nsga2":
             ranks = non_dominated_ranks([self._vec[m] for m in keep])
             keep = [m for m, r in zip(keep, ranks, strict=True) if r == 0]
-            seen: set[tuple[float, ...]] = set()
-            keep = [m for m in keep if not (self._vec[m] in seen or seen.add(self._vec[m]))]  # type: ignore[func-returns-value]
+            first: dict[tuple[float, ...], str] = {}  # equal vectors: the earliest stays
+            for m in keep:
+                first.setdefault(self._vec[m], m)
+            keep = [m for m in keep if first[self._vec[m]] == m]
         while len(keep) > self.capacity:
             keep.pop(self._worst([self._vec[m] for m in keep]))
         return [m for m in members if m not in keep]

@@ -193,3 +193,15 @@ def test_front_tables_per_island() -> None:
         for row in isl["front"]:
             assert row["program_id"][:12] in text
     assert front_tables(registry.archive.create({"type": "map_elites"}).stats()) == []
+
+
+def test_a_widened_range_regroups_members_and_filters_each_niche() -> None:
+    # running range over code_length, 2 bins: at first every program shares the range's middle
+    arc = _arc(objectives=XY, feature_dimensions=["code_length"], bins=2)
+    a, _ = _offer(arc, "a = 1\n", x=1, y=1)
+    b, ev = _offer(arc, "a = 1 # " + "z" * 40 + "\n", x=2, y=2)  # the range widens: a and b in two niches
+    assert a.id in arc and b.id in arc and arc.get(a.id).cell != arc.get(b.id).cell
+    c, ev = _offer(arc, "a = 1 # " + "z" * 200 + "\n", x=0, y=0)  # widens again: a and b now share a niche
+    kinds = _kinds(ev)
+    assert ("removed", "regrouped") in kinds and a.id not in arc, "b dominates a once they share a niche"
+    assert b.id in arc and c.id in arc
