@@ -108,6 +108,9 @@ class EvalResult:
         score: The scalar fitness (OpenEvolve's ``combined_score``); ``None`` unless ``ok``.
         metrics: Other numeric metrics.
         tests: Optional per-test-case results in [0, 1] (the VPO reward vector).
+        objectives: Named objective values for Pareto archives (their directions come from
+            the run's ``objectives`` config); empty when the values are read from ``metrics``
+            of the same names, as an evaluator's returned dict gives them.
         features: Behaviour descriptors for the archive.
         artifacts: Text fed back into prompts (stderr, tracebacks, evaluator feedback).
         error: One-line reason when ``status != "ok"``.
@@ -124,6 +127,7 @@ class EvalResult:
     error: str | None = None
     runtime_s: float = 0.0
     peak_memory_mb: float | None = None
+    objectives: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -144,6 +148,7 @@ class EvalResult:
             "error": self.error,
             "runtime_s": self.runtime_s,
             "peak_memory_mb": self.peak_memory_mb,
+            "objectives": dict(self.objectives),
         }
 
     @classmethod
@@ -158,6 +163,7 @@ class EvalResult:
             error=d.get("error"),
             runtime_s=float(d.get("runtime_s") or 0.0),
             peak_memory_mb=d.get("peak_memory_mb"),
+            objectives=dict(d.get("objectives") or {}),
         )
 
 
@@ -253,6 +259,10 @@ class Elite:
             descendant the archive saw), on archives that keep clade statistics (``dgm``);
             ``None`` elsewhere. Read by ``hgm`` selection.
         clade_trials: Trials summed over the same clade (``None`` without clade statistics).
+        objectives: The program's objective values, on archives with several objectives
+            (``pareto``); empty elsewhere.
+        rank: Non-domination rank over the archive (0 = on the front), on ``pareto``.
+        crowding: Crowding distance within its rank (``inf`` at a front's ends), on ``pareto``.
     """
 
     program_id: str
@@ -267,6 +277,9 @@ class Elite:
     parent_id: str | None = None
     clade_successes: float | None = None
     clade_trials: int | None = None
+    objectives: dict[str, float] = field(default_factory=dict)
+    rank: int | None = None
+    crowding: float | None = None
 
 
 #: Prefix of the metrics that hold an agent's score on a held-out benchmark task

@@ -2,7 +2,8 @@
 
 Built-ins: ``map_elites`` (grid or CVT), ``islands`` (ring migration over any archive),
 ``dgm`` (keep every valid program), ``novelty`` (k-NN novelty with a threshold) and
-``ribs`` (pyribs adapter, extra ``qd``). Each is created through the registry, e.g.
+``ribs`` (pyribs adapter, extra ``qd``) and ``pareto`` (the non-dominated front of several
+objectives per niche). Each is created through the registry, e.g.
 ``registry.archive.create({"type": "map_elites", "bins": 8})``; the contract they share
 is documented in :mod:`qdevolve.archive.base` and ``docs/archives.md``.
 
@@ -22,6 +23,7 @@ __all__ = [
     "DGMArchive",
     "NoveltyArchive",
     "RibsArchive",
+    "ParetoArchive",
 ]
 
 _LAZY = {
@@ -32,6 +34,7 @@ _LAZY = {
     "DGMArchive": "qdevolve.archive.dgm",
     "NoveltyArchive": "qdevolve.archive.novelty",
     "RibsArchive": "qdevolve.archive.ribs_adapter",
+    "ParetoArchive": "qdevolve.archive.pareto",
 }
 
 

@@ -13,8 +13,8 @@ full replay gives (tests check this on real runs for every built-in kind).
 
 Each archive owns its state: ``state()`` and ``load_state()`` on the archive class, declared
 complete with ``owns_state = True`` on that class itself (``map_elites`` grid and CVT,
-``novelty``, ``dgm``, ``ribs``, whose pyribs grid is refilled from the elites, and ``islands``
-over any of them). An archive without it (a plugin, or a subclass that did not declare it)
+``novelty``, ``dgm``, ``pareto``, ``ribs``, whose pyribs grid is refilled from the elites, and
+``islands`` over any of them). An archive without it (a plugin, or a subclass that did not declare it)
 has no snapshot (:func:`snapshot` returns ``None``) and is always replayed in full.
 Floats are written with ``repr`` precision (Python's ``json``), so values round-trip exactly;
 non-finite ones use JSON's ``Infinity``/``NaN`` extension, which Python's ``json`` reads back.

@@ -137,6 +137,10 @@ def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
                        _fmt(isl["qd_score"]), _fmt(isl["best_score"]),
                        Text(_safe((isl["best_program_id"] or "-")[:12])), str(isl.get("offered", "-")))
         console.print(it)
+    from qdevolve.evolve.report import front_tables
+
+    for front in front_tables(s):  # a pareto archive's front (per island)
+        console.print(front)
 
 
 def _grid_matrix(arc: Any) -> tuple[Any, list[str], tuple[float, float, float, float] | None] | None:

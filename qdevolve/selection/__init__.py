@@ -11,6 +11,7 @@ DGM's ablation). A rule is any object with
 from __future__ import annotations
 
 from qdevolve.selection.best_child import BestChildSelection
+from qdevolve.selection.crowded import CrowdedTournamentSelection
 from qdevolve.selection.greedy import GreedySelection
 from qdevolve.selection.hgm import HGMSelection
 from qdevolve.selection.inspirations import sample_inspirations
@@ -35,5 +36,6 @@ __all__ = [
     "OpenEvolveSelection",
     "HGMSelection",
     "GreedySelection",
+    "CrowdedTournamentSelection",
     "sample_inspirations",
 ]

@@ -126,6 +126,9 @@ def archive_view(db: ReadOnlyDB, run: dict[str, Any]) -> dict[str, Any]:
                            "grid": None}
     if grid_ok:
         out["grid"] = _grid(spec, dims, elite_rows)
+    from qdevolve.serve.front_view import front_view
+
+    out["pareto"] = front_view(db, run["id"], spec, {e["program_id"] for e in elites.values()})
     if len(elite_rows) > MAX_ELITES:
         out["elites"] = sorted(elite_rows, key=lambda e: -(e["score"] if e["score"] is not None else -math.inf))[:MAX_ELITES]
     return out

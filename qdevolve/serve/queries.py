@@ -15,7 +15,8 @@ from sqlalchemy import Table, func, literal, or_, select
 from qdevolve.serve.db import ReadOnlyDB
 
 __all__ = ["NotFound", "list_runs", "resolve_run", "run_stamp", "lineage_rows", "resolve_program",
-           "program_detail", "ancestors", "children", "archive_events", "features_of", "evaluation_scores",
+           "program_detail", "ancestors", "children", "archive_events", "features_of", "metrics_of",
+           "recent_ok_metrics", "evaluation_scores",
            "policy_versions", "rollout_rewards", "decode"]
 
 ANCESTOR_LIMIT = 500
@@ -323,6 +324,32 @@ def features_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
                                       .where(evals.c.program_id.in_(ids[i:i + 500])).order_by(evals.c.id)):
                 out[pid] = decode(f, {})
     return out
+
+
+def metrics_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
+    """Program id -> metrics of its latest evaluation (decoded leniently: maybe not a dict)."""
+    evals = db.table("evaluations")
+    out: dict[str, Any] = {}
+    if evals is None:
+        return out
+    with db.engine.connect() as con:
+        for i in range(0, len(ids), 500):
+            for pid, m in con.execute(select(evals.c.program_id, evals.c.metrics)
+                                      .where(evals.c.program_id.in_(ids[i:i + 500])).order_by(evals.c.id)):
+                out[pid] = decode(m, {})
+    return out
+
+
+def recent_ok_metrics(db: ReadOnlyDB, run_id: str, limit: int) -> list[tuple[str, Any]]:
+    """``(program_id, metrics)`` of a run's ``limit`` newest ``ok`` evaluations, oldest first."""
+    evals = db.table("evaluations")
+    if evals is None:
+        return []
+    with db.engine.connect() as con:
+        rows = con.execute(select(evals.c.program_id, evals.c.metrics)
+                           .where(evals.c.run_id == run_id, evals.c.status == "ok")
+                           .order_by(evals.c.id.desc()).limit(limit)).all()
+    return [(pid, decode(m, {})) for pid, m in reversed(rows)]
 
 
 def evaluation_scores(db: ReadOnlyDB, run_id: str) -> list[tuple[str, str, float | None]]:

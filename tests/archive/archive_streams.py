@@ -19,6 +19,13 @@ ARCHIVE_SPECS: dict[str, dict] = {
     "dgm": {"type": "dgm"},
     "novelty": {"type": "novelty", "k": 3, "threshold": 0.08},
     "ribs": {"type": "ribs", "bins": 5, "ranges": [[0, 600], [0, 1]]},
+    "pareto": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 6},
+    "pareto_niches": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 3,
+                      "feature_dimensions": ["code_length"], "bins": 3},
+    "islands_pareto": {"type": "islands", "n_islands": 2, "migration_interval": 5, "migration_fraction": 0.5,
+                       "inner": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 4}},
+    "pareto_lexicographic": {"type": "pareto", "objectives": {"acc": "max", "size": "min"}, "capacity": 4,
+                             "order": "lexicographic", "priority": ["size", "acc"]},
 }
 
 
@@ -42,7 +49,8 @@ def program_stream(n: int, *, seed: int = 0, n_islands: int = 1, fail_rate: floa
     out: list[tuple[Program, EvalResult]] = []
     root = Program(code="def f(x):\n    return x\n", run_id="r")
     root_feats = {"width": 0.5, "depth": 0.5} if features else {}
-    out.append((root, EvalResult(status="ok", score=0.5, features=root_feats)))
+    out.append((root, EvalResult(status="ok", score=0.5, features=root_feats,
+                                 metrics={"acc": 0.5, "size": float(len(root.code))})))
     for i in range(n):
         parent = out[int(rng.integers(len(out)))][0]
         lines = [f"v{j} = {int(rng.integers(100))} * x" for j in range(int(rng.integers(1, 12)))]
@@ -56,6 +64,9 @@ def program_stream(n: int, *, seed: int = 0, n_islands: int = 1, fail_rate: floa
             res = EvalResult(status=str(rng.choice(["error", "timeout", "invalid"])), error="boom")
         else:
             feats = {"width": float(rng.random()), "depth": float(rng.random())} if features else {}
-            res = EvalResult(status="ok", score=float(np.round(rng.random(), 3)), features=feats)
+            score = float(np.round(rng.random(), 3))
+            # the pareto specs' objectives: the score against the code's length (no new draw)
+            res = EvalResult(status="ok", score=score, features=feats,
+                             metrics={"acc": score, "size": float(len(code))})
         out.append((prog, res))
     return out

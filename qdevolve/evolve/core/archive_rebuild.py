@@ -83,24 +83,33 @@ def code_features(spec: dict[str, Any]) -> set[str] | None:
 
 
 def metric_features(spec: dict[str, Any]) -> set[str] | None:
-    """The archive's feature dimensions that may come from the evaluator's metrics (every one
-    but ``score``: a metric of the same name wins over a built-in); ``None`` for a plugin
-    archive (metrics are loaded for every admitted row)."""
-    dims = feature_dimensions(spec)
-    return None if dims is None else {d for d in dims if d != "score"}
+    """The metrics the archive's ``add`` may read: its feature dimensions that may come from
+    the evaluator's metrics (every one but ``score``: a metric of the same name wins over a
+    built-in) and its objectives (``pareto``: never among the stored features, so every
+    ``ok`` row's metrics are loaded); ``None`` for a plugin archive (metrics are loaded for
+    every admitted row)."""
+    archives = _archives(spec)
+    dims = feature_dimensions(spec, archives)
+    if dims is None:
+        return None
+    return {d for d in dims if d != "score"} | {n for a in archives for n in getattr(a, "objectives", None) or ()}
 
 
-def feature_dimensions(spec: dict[str, Any]) -> set[str] | None:
-    """Every feature dimension of the archive's extractors (islands included); ``None`` when
-    it has no extractor to inspect."""
-    arc = registry.archive.create(spec)
+def _archives(spec: dict[str, Any]) -> list[Any]:
+    """The archive the spec creates and its islands' archives."""
     found: list[Any] = []
-    todo = [arc]
+    todo = [registry.archive.create(spec)]
     while todo:
         a = todo.pop()
-        if getattr(a, "extractor", None) is not None:
-            found.append(a.extractor)
+        found.append(a)
         todo.extend(getattr(a, "islands", None) or [])
+    return found
+
+
+def feature_dimensions(spec: dict[str, Any], archives: list[Any] | None = None) -> set[str] | None:
+    """Every feature dimension of the archive's extractors (islands included); ``None`` when
+    it has no extractor to inspect."""
+    found = [a.extractor for a in (archives or _archives(spec)) if getattr(a, "extractor", None) is not None]
     if not found:
         return None
     return {d for ex in found for d in ex.dimensions}

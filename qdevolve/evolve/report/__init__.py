@@ -6,8 +6,9 @@ in :mod:`qdevolve.evolve.core` keeps a ledger and drives the display.
 """
 
 from qdevolve.evolve.report.display import ProgressDisplay, print_summary
+from qdevolve.evolve.report.front import front_table, front_tables
 from qdevolve.evolve.report.ledger import RunLedger
 from qdevolve.evolve.report.summary import RunSummary, TrainingSummary, summarize, training_summary
 
 __all__ = ["RunLedger", "ProgressDisplay", "print_summary", "RunSummary", "TrainingSummary", "summarize",
-           "training_summary"]
+           "training_summary", "front_table", "front_tables"]

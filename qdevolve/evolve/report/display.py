@@ -96,6 +96,10 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
         for what, value in training_rows(training):
             t.add_row(what, value)
     console.print(t)
+    from qdevolve.evolve.report.front import front_tables
+
+    for front in front_tables(summary.stats):  # a pareto archive's front (per island)
+        console.print(front)
     db = terminal_safe_line(display_target(str(summary.db)))  # a URL's password masked
     hints = [f"qdevolve lineage tree --db {db}"]
     if summary.best_program_id:

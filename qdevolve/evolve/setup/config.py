@@ -18,6 +18,7 @@ Native layout (every section optional; every plugin slot is ``{type: NAME, ...kw
     novelty:    {threshold: 0.99, model_path: null}          # embedding novelty rejection
     budget:     {max_tokens: N, max_cost: USD, max_wall_time: s, prices: {model: {input, output}}}
     record:     {value: 2.9396, direction: max, source: ..., metric: null}  # best known; summary shows the gap
+    objectives: {accuracy: max, length: min}                 # several objectives (metrics); a pareto archive
     train:      {...}                                        # the joined inner loop
 
 An OpenEvolve ``config.yaml`` (top-level ``max_iterations``, ``llm``, ``database``,
@@ -39,7 +40,8 @@ from qdevolve.errors import ConfigError
 __all__ = ["RunConfig", "load_config", "parse_config", "OPENEVOLVE_KEYS", "cli_fields"]
 
 NATIVE_SECTIONS = ("run", "archive", "selection", "mutation", "backend", "sandbox", "limits",
-                   "evaluator", "inspirations", "prompt", "train", "novelty", "budget", "record")
+                   "evaluator", "inspirations", "prompt", "train", "novelty", "budget", "record",
+                   "objectives")
 NOVELTY_KEYS = ("threshold", "model_path", "max_length")
 OPENEVOLVE_KEYS = ("max_iterations", "checkpoint_interval", "log_level", "log_dir", "random_seed",
                    "language", "file_suffix", "diff_based_evolution", "max_code_length",
@@ -98,6 +100,8 @@ class RunConfig:
     novelty: dict[str, Any] | None = field(default=None, metadata={"help": "Embedding novelty rejection: {threshold, model_path}."})
     budget: dict[str, Any] | None = field(default=None, metadata={"help": "Token / cost / wall-time budget: {max_tokens, max_cost, max_wall_time, prices}."})
     record: dict[str, Any] | None = None  # the best known value: {value, direction, source, metric}
+    objectives: dict[str, str] | None = field(default=None, metadata={
+        "help": "Several objectives, metrics of the evaluator: {name: max|min}; the pareto archive reads them."})
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -252,7 +256,37 @@ def parse_config(data: dict[str, Any] | None, *, where: str = "config") -> RunCo
         from qdevolve.evolve.setup.best_known import parse_record
 
         kw["record"] = parse_record(data["record"], where=where)
+    if data.get("objectives") is not None:  # several objectives: the pareto archive's
+        kw["objectives"], kw["archive"] = _objectives(where, data["objectives"], kw.get("archive"))
     return RunConfig(**kw)
+
+
+def _objectives(where: str, value: Any, archive: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """The checked ``objectives`` and the archive spec that reads them: a ``pareto`` archive
+    (or the ``pareto`` inner archive of ``islands``) gets them unless it names its own, which
+    must then be the same. Any other archive ranks by ``combined_score`` alone: refused, since
+    the declared objectives would take no effect."""
+    from qdevolve.archive.pareto import parse_objectives
+
+    objectives = parse_objectives(value, where=f"{where}: objectives")
+    spec = dict(archive or {"type": "map_elites"})
+    target = spec
+    if spec.get("type") == "islands":
+        inner = spec.get("inner")
+        target = dict({"type": inner} if isinstance(inner, str) else inner or {})
+        if target.get("type") != "pareto" and spec.get("objectives") is None:
+            target = spec
+    if target.get("type") != "pareto":
+        raise ConfigError(f"{where}: 'objectives' needs an archive that reads them: set 'archive: {{type: pareto}}' "
+                          f"(archive is {target.get('type')!r}, which ranks by combined_score alone)")
+    own = target.get("objectives")
+    if own is not None and dict(own) != objectives:
+        raise ConfigError(f"{where}: 'archive.objectives' {dict(own)} differs from 'objectives' {objectives}; "
+                          "give them once")
+    target["objectives"] = objectives
+    if target is not spec:
+        spec["inner"] = target
+    return objectives, spec
 
 
 def load_config(path: str | Path | None) -> RunConfig:

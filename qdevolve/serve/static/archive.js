@@ -4,7 +4,44 @@
   const {el, getJSON, fmt, short, programHref, tipBox, ramp, poll} = window.QD;
   const runId = window.QD.runId;
   const heat = window.QD.chart("heatmap"), curves = window.QD.chart("curves");
-  let renders = 0;
+  let renders = 0, front = null;
+
+  /* Several objectives: every ok program at its first two objectives, the archive's members
+     outlined, its non-dominated members (the front) filled and joined by a line. */
+  function drawPareto(p) {
+    const card = document.getElementById("pareto-card");
+    card.hidden = false;
+    if (front === null) {
+      front = window.QD.chart("pareto");
+      front.on("click", e => { if (e.data && e.data.point) location.assign(programHref(e.data.point.program_id)); });
+    }
+    const [ax, ay] = p.axes, dir = p.objectives;
+    const tip = q => tipBox("program " + short(q.program_id) + (q.front ? " (front)" : q.member ? " (archive)" : ""),
+                            Object.keys(dir).map(n => [n + " (" + dir[n] + ")", q.objectives[n]]));
+    const item = q => ({value: [q.objectives[ax], q.objectives[ay]], point: q,
+                        ...(q.member && !q.front ? {itemStyle: {borderWidth: 2}} : {})});
+    const others = p.points.filter(q => !q.front), best = p.points.filter(q => q.front);
+    const line = best.map(item).sort((a, b) => a.value[0] - b.value[0]);
+    front.setOption({
+      animation: false,
+      tooltip: {confine: true, formatter: e => e.data && e.data.point ? tip(e.data.point) : ""},
+      legend: {data: ["programs", "Pareto front"], top: 0},
+      grid: {left: 80, right: 30, top: 30, bottom: 60},
+      xAxis: {type: "value", name: ax + " (" + dir[ax] + ")", nameLocation: "middle", nameGap: 30, scale: true},
+      yAxis: {type: "value", name: ay + " (" + dir[ay] + ")", nameLocation: "middle", nameGap: 55, scale: true},
+      series: [
+        {name: "programs", type: "scatter", symbolSize: 7, data: others.map(item),
+         itemStyle: {color: "#bbbbbb", borderColor: "#4e79a7", borderWidth: 0}},
+        {name: "Pareto front", type: "line", step: false, symbol: "circle", symbolSize: 12, data: line,
+         lineStyle: {color: "#d62728", width: 1.5}, itemStyle: {color: "#d62728"}},
+      ],
+    }, {notMerge: true});
+    document.getElementById("pareto-summary").textContent =
+      p.n_front + " programs on the front of " + p.n_members + " in the archive · " + p.points.length +
+      " programs plotted · " + Object.keys(dir).map(n => n + " " + dir[n]).join(", ");
+    document.body.dataset.paretoFront = String(p.n_front);
+    document.body.dataset.paretoPoints = String(p.points.length);
+  }
 
   function eliteTip(e, dims) {
     const rows = [["score", e.score], ["island", e.island]];
@@ -63,6 +100,7 @@
   async function load() {
     const a = await getJSON("/api/runs/" + encodeURIComponent(runId) + "/archive");
     if (a.grid) drawGrid(a); else drawScatter(a);
+    if (a.pareto) drawPareto(a.pareto);
     drawCurves(a);
     const best = a.best_curve.length ? a.best_curve[a.best_curve.length - 1][1] : null;
     const qd = a.qd_curve.length ? a.qd_curve[a.qd_curve.length - 1][1] : null;
