@@ -1,0 +1,123 @@
+"""Reply parsers run in time linear in the reply, whatever markers it holds, and agree with
+the regular expressions they replaced on every small reply (a differential fuzz test)."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+import pytest
+
+from qdevolve.mutation._llm import ParseError, extract_code_blocks
+from qdevolve.mutation.diff import parse_diff
+
+# The expressions the parsers used before (cubic / quadratic on hostile replies): oracles on small inputs.
+_OLD_BLOCK = re.compile(
+    r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
+    re.DOTALL | re.MULTILINE)
+_OLD_MARK = re.compile(r"^[ \t]*<{5,9}[ \t]*SEARCH", re.MULTILINE)
+_OLD_FENCE = re.compile(r"```[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def _old_parse(reply: str) -> list[tuple[str, str]] | str:
+    marks = len(_OLD_MARK.findall(reply))
+    if marks == 0:
+        return "none"
+    pairs = [(m.group(1)[:-1] if m.group(1).endswith("\n") else m.group(1),
+              m.group(2)[:-1] if m.group(2).endswith("\n") else m.group(2)) for m in _OLD_BLOCK.finditer(reply)]
+    return pairs if len(pairs) >= marks else "malformed"
+
+
+def _new_parse(reply: str) -> list[tuple[str, str]] | str:
+    try:
+        return parse_diff(reply)
+    except ParseError as exc:
+        return "none" if "no SEARCH" in str(exc) else "malformed"
+
+
+_PIECES = ["<<<<<<< SEARCH", "  <<<<< SEARCH extra", "<<<<<<<<<< SEARCH", "=======", "===== ", "==========",
+           "\t=======", ">>>>>>> REPLACE", ">>>>> REPLACE tail", ">>>>>>>>>> REPLACE", "x = 1", "", "  y",
+           "=======\r", "```python", "```", "``` py extra", "a```b", "<<<<<<< SEARCH\r"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_diff_parser_agrees_with_the_old_expression_on_random_replies(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(400):
+        lines = [rng.choice(_PIECES) for _ in range(rng.randint(0, 14))]
+        reply = "\n".join(lines) + rng.choice(["", "\n"])
+        assert _new_parse(reply) == _old_parse(reply), reply
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fence_extraction_agrees_with_the_old_expression(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    for _ in range(400):
+        text = rng.choice(["", "\n"]).join(rng.choice(_PIECES + ["```c++ x", "~~~", "é```λ\n"])
+                                           for _ in range(rng.randint(0, 10)))
+        assert extract_code_blocks(text) == [(m.group(1).lower(), m.group(2)) for m in _OLD_FENCE.finditer(text)], text
+
+
+def _hostile(kind: str, n: int) -> str:
+    if kind == "unterminated":  # every block lacks REPLACE: the old expression rescanned per divider
+        return "<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n" * n
+    if kind == "nested":
+        return "<<<<<<< SEARCH\n" * n + "=======\n" * n + ">>>>>>> REPLACE\n"
+    if kind == "dividers":
+        return "<<<<<<< SEARCH\n" + "=======\n" * (4 * n)
+    if kind == "long_line":
+        return "<<<<<<< SEARCH " + "<" * (20 * n) + "\n" + " " * (20 * n)
+    raise AssertionError(kind)
+
+
+def _best(fn, reps: int = 3) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@pytest.mark.parametrize("kind", ["unterminated", "nested", "dividers", "long_line"])
+def test_hostile_diff_replies_parse_fast_and_scale_linearly(kind: str) -> None:
+    for n in (1_000, 10_000):
+        reply = _hostile(kind, n)
+        t = time.perf_counter()
+        with pytest.raises(ParseError):
+            parse_diff(reply)
+        assert time.perf_counter() - t < 1.0, (kind, n, len(reply))
+    small_reply, large_reply = _hostile(kind, 5_000), _hostile(kind, 50_000)
+    small = _best(lambda: pytest.raises(ParseError, parse_diff, small_reply))
+    large = _best(lambda: pytest.raises(ParseError, parse_diff, large_reply))
+    assert large < 20 * max(small, 5e-3), (kind, small, large)  # 10x the input, < 20x the time
+
+
+def test_ten_thousand_complete_pairs_parse_in_well_under_a_second() -> None:
+    reply = "".join(f"<<<<<<< SEARCH\nx = {i}\n=======\nx = {i + 1}\n>>>>>>> REPLACE\n" for i in range(10_000))
+    t = time.perf_counter()
+    pairs = parse_diff(reply)
+    assert time.perf_counter() - t < 1.0
+    assert len(pairs) == 10_000 and pairs[-1] == ("x = 9999", "x = 10000")
+
+
+@pytest.mark.parametrize("text", ["```" * 70_000, "```" + "a" * 200_000, ("```py" + " x" * 5000) * 20,
+                                  "```\n" + "`" * 200_000])
+def test_hostile_fences_are_linear(text: str) -> None:
+    t = time.perf_counter()
+    extract_code_blocks(text)
+    assert time.perf_counter() - t < 1.0
+
+
+def test_nested_and_unterminated_markers_give_the_reason() -> None:
+    nested = "<<<<<<< SEARCH\na\n<<<<<<< SEARCH\nb\n=======\nc\n>>>>>>> REPLACE\n"
+    with pytest.raises(ParseError, match="2 SEARCH marker.* but 1 complete"):
+        parse_diff(nested)
+    with pytest.raises(ParseError, match="1 SEARCH marker.* but 0 complete"):
+        parse_diff("<<<<<<< SEARCH\na\n=======\nb\n")
+    with pytest.raises(ParseError, match="no SEARCH"):
+        parse_diff("=======\n>>>>>>> REPLACE\n" * 100)
+    # a REPLACE marker inside a SEARCH section is that section's text, as before
+    tricky = "<<<<<<< SEARCH\n>>>>>>> REPLACE\n=======\nb\n>>>>>>> REPLACE"
+    assert parse_diff(tricky) == [(">>>>>>> REPLACE", "b")] == _old_parse(tricky)
