@@ -462,8 +462,11 @@ class Evolution:
         status = "stopped"
         try:
             wall = self.config.wall_time_s
-            if wall and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
-                self.backend.set_deadline(t0 + float(wall))
+            ends = [t0 + float(wall)] if wall else []
+            if self.budget.max_wall_time:  # --max-wall-time, from the meter's (monotonic) start
+                ends.append(t0 + self.budget.started + float(self.budget.max_wall_time) - time.monotonic())
+            if ends and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
+                self.backend.set_deadline(min(ends))
             with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
                                  stats=self.archive.stats) as self._tick:
                 asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
