@@ -34,6 +34,7 @@ import numpy as np
 from qdevolve.archive.islands_pool import PoolMigration, parse_pool_migration
 from qdevolve.archive.snapshot import SnapshotSchedule
 from qdevolve.backends.base import Backend
+from qdevolve.backends.metered import MeteredBackend, meter_clients
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
@@ -90,6 +91,8 @@ class Evolution:
                                operators=self.plugins.operators, weights=self.plugins.weights,
                                names=self.plugins.names, cache=self.cache, config=config,
                                prompt_settings={"example_dir": str(example.directory), **config.prompt})
+        # tokens / cost of every spender (the engine, agents, judges), before anything can spend
+        self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))
         if listener is None and train:
             listener = _default_listener(store, run_id, config)
         self._use_listener(listener, backend)
@@ -99,7 +102,6 @@ class Evolution:
         self.unevaluated: list[Program] = []  # left by runs of schema v1 (evaluated first on resume)
         self._stored_unevaluated: set[str] = set()  # their ids: tell writes no second program row
         self.novelty = self.plugins.novelty
-        self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # tokens / cost
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
@@ -122,9 +124,18 @@ class Evolution:
             backend = build_backend(self.config)
         self.backend: Backend | None = backend
         self._reporter = backend if isinstance(backend, RewardReporting) else None
+        # Every model client spends through a view of one metered wrapper, each on its own account:
+        # the engine's mutations ("engine"; a self-modifying agent's "agent:<id>"), agents, judges.
+        # (the engine's own requests are never refused: the loop stops starting them; an agent's
+        # or a judge's are refused once the budget is spent, since nothing else would stop them)
+        self.meter = None if backend is None else MeteredBackend(backend, self.budget.spend, "engine")
         use_backend = getattr(self.executor, "use_backend", None)  # an executor whose jobs generate (agents)
         if use_backend is not None:
-            use_backend(backend)
+            use_backend(None if backend is None else MeteredBackend(backend, self.budget.spend, "agent",
+                                                                    exceeded=self.budget.exceeded))
+        clusterer = getattr(listener, "clusterer", None)  # an LLM judge: the run's backend, or a client of its own
+        if clusterer is not None:
+            meter_clients(clusterer, self.budget.spend, "judge", exceeded=self.budget.exceeded)
         group = (listener.group_size if listener is not None else None) or self.config.children_per_parent
         if group < 1:
             raise ConfigError(f"group_size must be >= 1, got {group}")
@@ -271,15 +282,16 @@ class Evolution:
     async def breed(self, plan: ChildPlan) -> list[Child]:
         """Run the plan's operator; return the children to evaluate (duplicates dropped)."""
         op = plan.operator
+        backend = self.backend if self.meter is None else self.meter.for_spender(
+            f"agent:{plan.parent.id[:12]}" if getattr(op, "name", None) == "self" else "engine")
         try:
-            cands = await op.propose(plan.parent, plan.context, self.backend)
+            cands = await op.propose(plan.parent, plan.context, backend)
         except (RunAborted, WorkerLost):
             self.ledger.reserved -= plan.n
             raise
         except Exception as exc:  # an operator bug: one failed mutation, not a dead run
             cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
-        self.budget.observe_candidates(cands)
         cands = [fixed_code_checked(plan.parent, c, op) for c in cands]
         kept = []
         for c in self.breeder.children(plan, cands):
