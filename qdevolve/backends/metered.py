@@ -9,9 +9,10 @@ the run's token and cost budget sees it whoever spent it. A client a plugin buil
 judge with its own ``api_base``) is wrapped with :func:`meter_clients`, so it is metered
 anyway.
 
-Once ``exceeded()`` names a stop reason, a view refuses further requests: it returns error
-completions (``finish_reason="error"``) without calling the model, so an agent or a judge
-cannot keep spending past the budget while the run winds down.
+The meter only counts; the run's loop stops starting work once the budget is spent (whoever
+spent it), and what is in flight then finishes as it would have: a request is never refused
+halfway through an agent's scoring or a judge's verdict, which would store a distorted score.
+The overshoot is bounded by the work in flight (each agent call by its own ``AgentBudget``).
 """
 
 from __future__ import annotations
@@ -32,24 +33,18 @@ class MeteredBackend:
     Any other attribute (``load_policy``, ``close``, deadlines...) is the inner backend's.
     """
 
-    def __init__(self, inner: Any, sink: Sink, spender: str = "engine", *,
-                 exceeded: Callable[[], str | None] | None = None) -> None:
+    def __init__(self, inner: Any, sink: Sink, spender: str = "engine") -> None:
         if isinstance(inner, MeteredBackend):  # never count a completion twice
             inner = inner.inner
         if not hasattr(inner, "generate"):
             raise TypeError(f"MeteredBackend needs a backend with generate(); got {type(inner).__name__}")
-        self.inner, self.sink, self.spender, self.exceeded = inner, sink, str(spender), exceeded
+        self.inner, self.sink, self.spender = inner, sink, str(spender)
 
     def for_spender(self, spender: str) -> MeteredBackend:
         """A view of the same backend and meter that bills ``spender``."""
-        return MeteredBackend(self.inner, self.sink, spender, exceeded=self.exceeded)
+        return MeteredBackend(self.inner, self.sink, spender)
 
     async def generate(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
-        reason = self.exceeded() if self.exceeded is not None else None
-        if reason:
-            refused = f"the run's budget is spent ({reason}); {self.spender} may not generate"
-            return [[Completion(text="", finish_reason="error", error=refused)
-                     for _ in range(max(1, int(getattr(r, "n", 1) or 1)))] for r in requests]
         results = await self.inner.generate(requests)
         for group in results or []:
             for comp in group:
@@ -63,13 +58,13 @@ class MeteredBackend:
         return getattr(self.inner, name)
 
 
-def meter_clients(obj: Any, sink: Sink, spender: str, *, exceeded: Callable[[], str | None] | None = None) -> list[str]:
+def meter_clients(obj: Any, sink: Sink, spender: str) -> list[str]:
     """Wrap every model client ``obj`` holds in an attribute (an object with ``generate``), its
     own or the run's, so it spends on ``sink`` as ``spender``; returns the names wrapped."""
     wrapped = []
     for name, value in list(vars(obj).items()) if hasattr(obj, "__dict__") else []:
         if value is None or not callable(getattr(value, "generate", None)):
             continue
-        setattr(obj, name, MeteredBackend(value, sink, spender, exceeded=exceeded))
+        setattr(obj, name, MeteredBackend(value, sink, spender))
         wrapped.append(name)
     return wrapped

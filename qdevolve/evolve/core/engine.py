@@ -126,16 +126,17 @@ class Evolution:
         self._reporter = backend if isinstance(backend, RewardReporting) else None
         # Every model client spends through a view of one metered wrapper, each on its own account:
         # the engine's mutations ("engine"; a self-modifying agent's "agent:<id>"), agents, judges.
-        # (the engine's own requests are never refused: the loop stops starting them; an agent's
-        # or a judge's are refused once the budget is spent, since nothing else would stop them)
         self.meter = None if backend is None else MeteredBackend(backend, self.budget.spend, "engine")
         use_backend = getattr(self.executor, "use_backend", None)  # an executor whose jobs generate (agents)
         if use_backend is not None:
-            use_backend(None if backend is None else MeteredBackend(backend, self.budget.spend, "agent",
-                                                                    exceeded=self.budget.exceeded))
-        clusterer = getattr(listener, "clusterer", None)  # an LLM judge: the run's backend, or a client of its own
+            use_backend(None if self.meter is None else self.meter.for_spender("agent"))
+        # A model client a plugin built itself (a judge with its own api_base, an operator's own
+        # backend) is metered anyway: every attribute with generate() is wrapped, on its own account.
+        clusterer = getattr(listener, "clusterer", None)
         if clusterer is not None:
-            meter_clients(clusterer, self.budget.spend, "judge", exceeded=self.budget.exceeded)
+            meter_clients(clusterer, self.budget.spend, "judge")
+        for op, name in zip(self.plugins.operators, self.plugins.names, strict=False):
+            meter_clients(op, self.budget.spend, f"operator:{name}")
         group = (listener.group_size if listener is not None else None) or self.config.children_per_parent
         if group < 1:
             raise ConfigError(f"group_size must be >= 1, got {group}")
@@ -497,6 +498,9 @@ class Evolution:
                              f"{str(exc)[:300]}; fix the cause, then 'qdevolve resume --db {self.store.name}'") from exc
         finally:
             self._tick = lambda: None
+            # what was spent after the last tell (a judge in after_job, an agent whose child was
+            # not stored) is kept too: resume restores every spender's account
+            self.store.set_state(self.run_id, "usage", self.budget.state())
             self.store.update_run(self.run_id, status=status)
             lease.release()
         return summarize(self, time.time() - t0)
