@@ -70,23 +70,29 @@ def parse_diff(reply: str) -> list[tuple[str, str]]:
     Raises:
         ParseError: no SEARCH marker, or a SEARCH marker without a complete block.
     """
-    lines = reply.split("\n")
-    last = len(lines) - 1  # the last line has no newline after it
     marks = 0
     pairs: list[tuple[str, str]] = []
-    state, start, divider = "out", 0, 0
-    for i, line in enumerate(lines):
-        is_search = _SEARCH_LINE.match(line) is not None
+    state, body, divider = "out", 0, 0  # offsets: start of the SEARCH body, of the divider line
+    pos, size = 0, len(reply)
+    while pos <= size:  # one line per step, matched in place (no per-line string is built)
+        nl = reply.find("\n", pos)
+        end = size if nl < 0 else nl
+        is_search = _SEARCH_LINE.match(reply, pos, end) is not None
         marks += is_search
         if state == "out":
-            if is_search and i < last:
-                state, start = "search", i + 1
+            if is_search and nl >= 0:
+                state, body = "search", nl + 1
         elif state == "search":
-            if i < last and _DIVIDER_LINE.fullmatch(line):
-                state, divider = "replace", i
-        elif _REPLACE_LINE.match(line):
-            pairs.append(("\n".join(lines[start:divider]), "\n".join(lines[divider + 1:i])))
+            if nl >= 0 and _DIVIDER_LINE.fullmatch(reply, pos, end):
+                state, divider = "replace", pos
+        elif _REPLACE_LINE.match(reply, pos, end):
+            after = reply.find("\n", divider) + 1  # the divider line ends with a newline
+            pairs.append((reply[body:divider - 1] if divider > body else "",
+                          reply[after:pos - 1] if pos > after else ""))
             state = "out"
+        if nl < 0:
+            break
+        pos = nl + 1
     if marks == 0:
         raise ParseError("no SEARCH/REPLACE block in reply")
     if len(pairs) < marks:

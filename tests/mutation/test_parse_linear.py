@@ -71,27 +71,34 @@ def _hostile(kind: str, n: int) -> str:
     raise AssertionError(kind)
 
 
-def _best(fn, reps: int = 3) -> float:
-    best = float("inf")
+def _times(small, large, reps: int = 5) -> tuple[float, float]:
+    """Median seconds of ``small()`` and ``large()``, run in turns (so both see the same load)."""
+    ts, tl = [], []
     for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        for fn, out in ((small, ts), (large, tl)):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return sorted(ts)[reps // 2], sorted(tl)[reps // 2]
 
 
 @pytest.mark.parametrize("kind", ["unterminated", "nested", "dividers", "long_line"])
-def test_hostile_diff_replies_parse_fast_and_scale_linearly(kind: str) -> None:
+def test_hostile_diff_replies_of_1000_and_10000_pairs_parse_in_well_under_a_second(kind: str) -> None:
     for n in (1_000, 10_000):
         reply = _hostile(kind, n)
         t = time.perf_counter()
         with pytest.raises(ParseError):
             parse_diff(reply)
         assert time.perf_counter() - t < 1.0, (kind, n, len(reply))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["unterminated", "nested", "dividers", "long_line"])
+def test_hostile_diff_replies_scale_linearly(kind: str) -> None:
     small_reply, large_reply = _hostile(kind, 5_000), _hostile(kind, 50_000)
-    small = _best(lambda: pytest.raises(ParseError, parse_diff, small_reply))
-    large = _best(lambda: pytest.raises(ParseError, parse_diff, large_reply))
-    assert large < 20 * max(small, 5e-3), (kind, small, large)  # 10x the input, < 20x the time
+    small, large = _times(lambda: pytest.raises(ParseError, parse_diff, small_reply),
+                          lambda: pytest.raises(ParseError, parse_diff, large_reply))
+    assert large < 20 * max(small, 1e-2), (kind, small, large)  # 10x the input, < 20x the time
 
 
 def test_ten_thousand_complete_pairs_parse_in_well_under_a_second() -> None:
@@ -121,3 +128,51 @@ def test_nested_and_unterminated_markers_give_the_reason() -> None:
     # a REPLACE marker inside a SEARCH section is that section's text, as before
     tricky = "<<<<<<< SEARCH\n>>>>>>> REPLACE\n=======\nb\n>>>>>>> REPLACE"
     assert parse_diff(tricky) == [(">>>>>>> REPLACE", "b")] == _old_parse(tricky)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [
+    lambda n: "@@ -1 +1 @@\n" * n,                                   # hunks with nothing in them
+    lambda n: "@@" * (n * 10) + "\n",                                # one line of hunk openers
+    lambda n: "@@ x @@\n" + "-a\n+b\n" * n,                          # one huge hunk
+])
+def test_hostile_unified_diffs_are_linear(make) -> None:
+    from qdevolve.mutation.udiff import unified_pairs
+
+    small, large = make(5_000), make(50_000)
+    t_small, t_large = _times(lambda: unified_pairs(small), lambda: unified_pairs(large))
+    assert t_large < 1.0 and t_large < 20 * max(t_small, 1e-2), (t_small, t_large)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [
+    lambda n: "# EVOLVE-BLOCK-" * n + "\n",                          # near-markers on one line
+    lambda n: ("# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n") * n,
+    lambda n: "# EVOLVE-BLOCK-START\n" * n,                          # unbalanced
+])
+def test_hostile_block_markers_are_linear(make) -> None:
+    from qdevolve.mutation.blocks import find_blocks
+
+    def scan(text: str) -> None:
+        try:
+            find_blocks(text)
+        except ValueError:
+            pass
+
+    small, large = make(5_000), make(50_000)
+    t_small, t_large = _times(lambda: scan(small), lambda: scan(large))
+    assert t_large < 1.0 and t_large < 20 * max(t_small, 1e-2), (t_small, t_large)
+
+
+def test_a_rewrite_reply_of_hostile_fences_is_read_fast() -> None:
+    from qdevolve.mutation.rewrite import RewriteMutation
+    from qdevolve.types import Program
+
+    parent = Program(code="# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n")
+    reply = "```python x" * 15_000 + "\n" + "<<<<<<< SEARCH\n=======\n" * 2_000
+    t = time.perf_counter()
+    try:
+        RewriteMutation().parse(reply, parent, [])
+    except ParseError:
+        pass
+    assert time.perf_counter() - t < 1.0
