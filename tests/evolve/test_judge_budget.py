@@ -57,8 +57,19 @@ def test_a_judge_with_its_own_client_spends_the_runs_budget(tmp_path: Path) -> N
         finally:
             evo.close()
         asked = len(judge.requests)
-    assert asked >= 1 and listener.keys and listener.keys[0] == "judge:greedy packing"
-    assert summary.stop_reason.startswith("token budget reached"), summary.stop_reason
+        assert asked >= 1 and listener.keys and listener.keys[0] == "judge:greedy packing"
+        assert summary.stop_reason.startswith("token budget reached"), summary.stop_reason
+        # resume keeps the judge's account: the restored meter is still past the budget
+        again = Evolution.resume(store, summary.run_id, progress=False, listener=JudgingListener(judge.url),
+                                 example_dir=str(CIRCLES))
+        try:
+            assert again.budget.spenders["judge"].calls == asked
+            resumed = again.run()
+        finally:
+            again.close()
+        assert len(judge.requests) == asked
+    assert resumed.stop_reason.startswith("token budget reached"), resumed.stop_reason
+    assert resumed.evaluations == summary.evaluations, "nothing more was spent or evaluated"
     usage = store.get_state(summary.run_id, "usage")
     store.close()
     assert set(usage["spenders"]) == {"judge"}, usage
