@@ -1,5 +1,9 @@
 """Reply parsers run in time linear in the reply, whatever markers it holds, and agree with
-the regular expressions they replaced on every small reply (a differential fuzz test)."""
+the regular expressions they replaced on every small reply (a differential fuzz test).
+
+Times are the process's CPU time (``time.process_time``), so a loaded machine does not make a
+linear parser look slow; the regular expression these parsers replaced spent 17.8 s of CPU on
+400 unterminated SEARCH blocks, which no load explains away."""
 
 from __future__ import annotations
 
@@ -76,9 +80,9 @@ def _times(small, large, reps: int = 5) -> tuple[float, float]:
     ts, tl = [], []
     for _ in range(reps):
         for fn, out in ((small, ts), (large, tl)):
-            t = time.perf_counter()
+            t = time.process_time()
             fn()
-            out.append(time.perf_counter() - t)
+            out.append(time.process_time() - t)
     return sorted(ts)[reps // 2], sorted(tl)[reps // 2]
 
 
@@ -86,10 +90,10 @@ def _times(small, large, reps: int = 5) -> tuple[float, float]:
 def test_hostile_diff_replies_of_1000_and_10000_pairs_parse_in_well_under_a_second(kind: str) -> None:
     for n in (1_000, 10_000):
         reply = _hostile(kind, n)
-        t = time.perf_counter()
+        t = time.process_time()
         with pytest.raises(ParseError):
             parse_diff(reply)
-        assert time.perf_counter() - t < 1.0, (kind, n, len(reply))
+        assert time.process_time() - t < 1.0, (kind, n, len(reply))
 
 
 @pytest.mark.slow
@@ -103,18 +107,18 @@ def test_hostile_diff_replies_scale_linearly(kind: str) -> None:
 
 def test_ten_thousand_complete_pairs_parse_in_well_under_a_second() -> None:
     reply = "".join(f"<<<<<<< SEARCH\nx = {i}\n=======\nx = {i + 1}\n>>>>>>> REPLACE\n" for i in range(10_000))
-    t = time.perf_counter()
+    t = time.process_time()
     pairs = parse_diff(reply)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
     assert len(pairs) == 10_000 and pairs[-1] == ("x = 9999", "x = 10000")
 
 
 @pytest.mark.parametrize("text", ["```" * 70_000, "```" + "a" * 200_000, ("```py" + " x" * 5000) * 20,
                                   "```\n" + "`" * 200_000])
 def test_hostile_fences_are_linear(text: str) -> None:
-    t = time.perf_counter()
+    t = time.process_time()
     extract_code_blocks(text)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
 
 
 def test_nested_and_unterminated_markers_give_the_reason() -> None:
@@ -170,9 +174,9 @@ def test_a_rewrite_reply_of_hostile_fences_is_read_fast() -> None:
 
     parent = Program(code="# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n")
     reply = "```python x" * 15_000 + "\n" + "<<<<<<< SEARCH\n=======\n" * 2_000
-    t = time.perf_counter()
+    t = time.process_time()
     try:
         RewriteMutation().parse(reply, parent, [])
     except ParseError:
         pass
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
