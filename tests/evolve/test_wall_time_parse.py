@@ -43,7 +43,7 @@ def test_a_run_fed_pathological_replies_stops_at_max_wall_time(tmp_path: Path) -
         elapsed = time.monotonic() - t
         asked = len(server.requests)
     assert summary.stop_reason.startswith("wall-time budget"), summary.stop_reason
-    assert elapsed < 6 + 15, elapsed  # start-up (seed evaluation) plus the 6 s budget, not minutes
+    assert elapsed < 6 + 30, elapsed  # start-up (seed evaluation) plus the 6 s budget, not minutes
     assert asked >= 3, "the hostile replies were parsed quickly, one after another"
     store.close()
 
