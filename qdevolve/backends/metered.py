@@ -17,6 +17,7 @@ The overshoot is bounded by the work in flight (each agent call by its own ``Age
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -59,11 +60,12 @@ class MeteredBackend:
 
 
 def meter_clients(obj: Any, sink: Sink, spender: str) -> list[str]:
-    """Wrap every model client ``obj`` holds in an attribute (an object with ``generate``), its
-    own or the run's, so it spends on ``sink`` as ``spender``; returns the names wrapped."""
+    """Wrap every model client ``obj`` holds in an attribute (an object with an ``async
+    generate``, the backend contract), its own or the run's, so it spends on ``sink`` as
+    ``spender``; returns the names wrapped."""
     wrapped = []
     for name, value in list(vars(obj).items()) if hasattr(obj, "__dict__") else []:
-        if value is None or not callable(getattr(value, "generate", None)):
+        if value is None or not inspect.iscoroutinefunction(getattr(value, "generate", None)):
             continue
         setattr(obj, name, MeteredBackend(value, sink, spender))
         wrapped.append(name)

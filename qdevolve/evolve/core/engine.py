@@ -102,6 +102,10 @@ class Evolution:
         self.unevaluated: list[Program] = []  # left by runs of schema v1 (evaluated first on resume)
         self._stored_unevaluated: set[str] = set()  # their ids: tell writes no second program row
         self.novelty = self.plugins.novelty
+        for kind, plugin in (("archive", self.archive), ("selection", self.plugins.selection),
+                             ("embedding", self.novelty)):  # a model client of their own is metered too
+            if plugin is not None:
+                meter_clients(plugin, self.budget.spend, kind)
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
