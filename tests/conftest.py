@@ -17,10 +17,16 @@ from qdevolve import registry
 SERVICE_MARKERS = frozenset({"docker", "postgres", "ray"})
 SERVICE_SKIP = re.compile(r"docker|postgres|QDEVOLVE_TEST_PG_URL|\bray\b|QDEVOLVE_TEST_RAY_ADDRESS|chromium|shinka",
                           re.IGNORECASE)
+# Skips that mean this machine runs a weaker sandbox than CI must test (no bubblewrap, not root,
+# no user namespaces, no writable memory cgroup): under CI=true (or QDEVOLVE_REQUIRE_SERVICES=1)
+# they fail as well, so a green CI run always exercised the strongest isolation.
+SANDBOX_SKIP = re.compile(r"bwrap|bubblewrap|\broot\b|cgroup|namespace|unshare|bind mount|another uid|chown",
+                          re.IGNORECASE)
 
 
 def services_required() -> bool:
-    return os.environ.get("QDEVOLVE_REQUIRE_SERVICES", "") not in ("", "0")
+    return (os.environ.get("QDEVOLVE_REQUIRE_SERVICES", "") not in ("", "0")
+            or os.environ.get("CI", "").lower() in ("true", "1", "yes"))
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -30,7 +36,7 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Under QDEVOLVE_REQUIRE_SERVICES=1 a skipped service test is reported as failed."""
+    """Under CI (QDEVOLVE_REQUIRE_SERVICES=1 or CI=true) a skipped service or sandbox test fails."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.skipped or not services_required() or hasattr(report, "wasxfail"):
@@ -38,10 +44,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     reason = _skip_reason(report)
     marked = sorted(SERVICE_MARKERS & {m.name for m in item.iter_markers()})
     if marked or SERVICE_SKIP.search(reason):
-        report.outcome = "failed"
-        report.longrepr = (f"{item.nodeid}: a service test skipped with QDEVOLVE_REQUIRE_SERVICES=1 "
-                           f"(set by .ci/run under CI=true){' [' + ', '.join(marked) + ']' if marked else ''}: "
-                           f"{reason}")
+        what = "a service test"
+    elif SANDBOX_SKIP.search(reason):
+        what = "a sandbox test (CI must run the strongest isolation: bwrap, root, namespaces, memory cgroup)"
+    else:
+        return
+    report.outcome = "failed"
+    report.longrepr = (f"{item.nodeid}: {what} skipped with QDEVOLVE_REQUIRE_SERVICES=1 or CI=true "
+                       f"(.ci/run sets both under CI){' [' + ', '.join(marked) + ']' if marked else ''}: "
+                       f"{reason}")
 
 
 @pytest.fixture

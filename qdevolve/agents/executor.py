@@ -78,7 +78,8 @@ class AgentExecutor:
 
     def use_backend(self, backend: Any) -> None:
         """Give the agents the run's generation backend (``tools.generate`` while scoring);
-        the engine calls this once it has one. ``None``: offline."""
+        the engine calls this once it has one, metered (:mod:`qdevolve.backends.metered`): each
+        agent's tokens are billed to ``agent:<program id>`` on the run's budget. ``None``: offline."""
         self.backend = backend
 
     def tasks_for(self, evaluator: Path) -> list[BenchmarkTask]:
@@ -110,8 +111,11 @@ class AgentExecutor:
             if not first.ok:
                 first.error = f"agent {job.program.id[:12]}: first stage: {first.error}"
                 return EvalOutcome(result=first, worker=worker)
+            # the run hands a metered backend: this agent's tokens go on its own account of the run's budget
+            backend = self.backend.for_spender(f"agent:{job.program.id[:12]}") \
+                if callable(getattr(self.backend, "for_spender", None)) else self.backend
             scorer = AgentScorer(self.tasks_for(job.evaluator), self.settings, box, job.sandbox, job.limits,
-                                 seed_scores=self._seed_scores, backend=self.backend)
+                                 seed_scores=self._seed_scores, backend=backend)
             result = scorer.score(job.program.code)
             result.features = dict(first.features)
             result.runtime_s += first.runtime_s

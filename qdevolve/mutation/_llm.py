@@ -11,14 +11,28 @@ or a child that is not valid Python all become a candidate with ``code=None``, t
 ``max_failed_reply_chars`` (in ``raw`` and in the completion text the engine stores), so a
 runaway model cannot fill the database. The one exception that passes through is
 :class:`qdevolve.errors.RunAborted` (the model server is unreachable): the run must stop.
+
+Parsing is bounded three ways, because a reply is an adversary: replies over
+``max_reply_chars`` are refused before parsing; every reply parser scans its text in time
+linear in it (line-scanning state machines and ``str.find``, no regular expression that can
+backtrack across the reply); and each reply is parsed in a daemon thread, off the event loop,
+against a deadline of ``parse_timeout_s`` (:func:`parse_off_loop`): the loop keeps running (so
+``--max-wall-time`` holds) and a reply whose parse outlives the deadline is a failed candidate.
+Long steps inside a parse (applying many SEARCH/REPLACE blocks) call :func:`check_deadline`,
+so an abandoned parse also stops soon.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
+import contextvars
 import dataclasses
 import re
-from typing import Any
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from qdevolve.backends.base import Completion, GenerationRequest
 from qdevolve.errors import RunAborted
@@ -28,18 +42,90 @@ from qdevolve.prompts import build_prompt, prompt_hash
 from qdevolve.textsafe import strip_surrogates, terminal_safe_line
 from qdevolve.types import Program, new_id
 
-__all__ = ["LLMMutation", "ParseError", "extract_code_blocks", "check_syntax"]
+__all__ = ["LLMMutation", "ParseError", "extract_code_blocks", "check_syntax", "check_deadline", "parse_off_loop",
+           "ParseTimeout"]
 
-_FENCE = re.compile(r"```[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+T = TypeVar("T")
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("qdevolve_parse_deadline", default=None)
+
+_FENCE_LANG = re.compile(r"[ \t]*([\w+.#-]*)")  # matched once at one offset: no backtracking across the line
 
 
 class ParseError(Exception):
     """The reply cannot be turned into a child; the message is the stored reason."""
 
 
+class ParseTimeout(ParseError):
+    """Parsing a reply outlived its deadline (``parse_timeout_s``)."""
+
+
+def check_deadline(what: str) -> None:
+    """Raise :class:`ParseTimeout` when the current parse's deadline has passed (no-op outside one)."""
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise ParseTimeout(f"parsing the reply passed its deadline while {what}")
+
+
+async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:
+    """``fn()`` run in a daemon thread with :func:`check_deadline` armed at ``timeout_s``.
+
+    The event loop keeps running meanwhile (the engine's wall time, other requests); after
+    ``timeout_s`` this raises :class:`ParseTimeout` and the thread is abandoned (a daemon: it
+    never holds up the process's exit, and its next :func:`check_deadline` ends it).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        _DEADLINE.set(time.monotonic() + timeout_s)
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = fn()
+        except BaseException as exc:  # handed to the awaiting task, which decides
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop closed while we parsed: nobody waits for the result
+            pass
+
+    threading.Thread(target=work, name="qdevolve-parse", daemon=True).start()
+    try:
+        return await asyncio.wait_for(future, timeout_s)
+    except asyncio.TimeoutError:
+        raise ParseTimeout(f"parsing the reply took longer than parse_timeout_s={timeout_s:g} s") from None
+
+
 def extract_code_blocks(text: str) -> list[tuple[str, str]]:
-    """``(language, code)`` of every fenced block; an unclosed final fence runs to the end."""
-    return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    """``(language, code)`` of every fenced block; an unclosed final fence runs to the end.
+
+    A fence opens at a triple backtick followed by a newline later in the text: the word after
+    the backticks (after blanks) is the language, the rest of that line is ignored, the code
+    runs to the next triple backtick (or the end). One left-to-right scan with ``str.find``:
+    time linear in the text, whatever it holds.
+    """
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while (opening := text.find("```", pos)) >= 0:
+        newline = text.find("\n", opening + 3)
+        if newline < 0:  # no line break after this fence, nor after any later one
+            break
+        lang = _FENCE_LANG.match(text, opening + 3, newline)
+        closing = text.find("```", newline + 1)
+        end = len(text) if closing < 0 else closing
+        out.append(((lang.group(1) if lang else "").lower(), text[newline + 1:end]))
+        if closing < 0:
+            break
+        pos = closing + 3
+    return out
 
 
 def check_syntax(code: str, language: str) -> None:
@@ -62,6 +148,8 @@ class LLMMutation:
             request defaults; a backend's own settings may override them).
         max_reply_chars: Longer replies are failed candidates (a runaway model).
         max_failed_reply_chars: A failed candidate keeps this much of its reply.
+        parse_timeout_s: Deadline for parsing one reply (off the event loop); past it the
+            candidate fails with the reason.
         settings: Prompt settings merged under ``context.settings``.
     """
 
@@ -78,8 +166,12 @@ class LLMMutation:
         max_tokens: int | None = None,
         max_reply_chars: int = 200_000,
         max_failed_reply_chars: int = 20_000,
+        parse_timeout_s: float = 10.0,
         settings: dict[str, Any] | None = None,
     ) -> None:
+        if not parse_timeout_s > 0:
+            raise ValueError(f"parse_timeout_s must be > 0, got {parse_timeout_s}")
+        self.parse_timeout_s = float(parse_timeout_s)
         if max_reply_chars <= 0:
             raise ValueError(f"max_reply_chars must be > 0, got {max_reply_chars}")
         if max_failed_reply_chars < 0:
@@ -146,7 +238,15 @@ class LLMMutation:
             return [self._failed(parent, others, reason, **common) for _ in range(n)]
         if not completions:
             return [self._failed(parent, others, "backend returned no completions", **common)]
-        return [self._candidate(parent, others, c, common, limit) for c in completions]
+        out = []
+        for c in completions:
+            try:
+                out.append(await parse_off_loop(lambda c=c: self._candidate(parent, others, c, common, limit),
+                                                self.parse_timeout_s))
+            except ParseTimeout as exc:
+                out.append(self._failed_reply(parent, others, str(exc), c, common,
+                                              {"model": c.model, "finish_reason": c.finish_reason}))
+        return out
 
     def _failed_reply(self, parent: Program, others: list[Program], reason: str, comp: Completion,
                       common: dict[str, Any], meta: dict[str, Any]) -> Candidate:

@@ -33,18 +33,18 @@ from collections.abc import Callable
 from typing import Any
 
 from qdevolve import registry
-from qdevolve.mutation._llm import LLMMutation, ParseError, extract_code_blocks
+from qdevolve.mutation._llm import LLMMutation, ParseError, check_deadline, extract_code_blocks
 from qdevolve.mutation.blocks import edits_inside_blocks, find_blocks
 from qdevolve.mutation.udiff import unified_pairs
 from qdevolve.types import Program
 
 __all__ = ["DiffMutation", "parse_diff", "apply_diff", "salvage_program", "salvage_unified"]
 
-_BLOCK = re.compile(
-    r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
-    re.DOTALL | re.MULTILINE,
-)
-_SEARCH_MARK = re.compile(r"^[ \t]*<{5,9}[ \t]*SEARCH", re.MULTILINE)
+# One line each, anchored at the line's start and free of nested quantifiers: the parser
+# scans the reply once, line by line (time linear in the reply; no backtracking across lines).
+_SEARCH_LINE = re.compile(r"[ \t]*<{5,9}[ \t]*SEARCH")
+_DIVIDER_LINE = re.compile(r"[ \t]*={5,9}[ \t]*")
+_REPLACE_LINE = re.compile(r"[ \t]*>{5,9}[ \t]*REPLACE")
 
 _COMPARE: list[tuple[str, Callable[[str], str]]] = [
     ("exact", lambda s: s),
@@ -59,19 +59,42 @@ def _squash(line: str) -> str:
 
 
 def parse_diff(reply: str) -> list[tuple[str, str]]:
-    """The ``(search, replace)`` pairs of a reply.
+    """The ``(search, replace)`` pairs of a reply, in one pass over its lines.
+
+    A block opens at a line starting (after blanks) with 5 to 9 ``<`` and ``SEARCH``, switches
+    at the first following line of only 5 to 9 ``=``, and closes at the first following line
+    starting with 5 to 9 ``>`` and ``REPLACE``; a marker inside a section is text of that
+    section (so a nested SEARCH marker leaves the count of markers above the count of blocks).
+    Time and memory are linear in the reply, whatever its markers.
 
     Raises:
         ParseError: no SEARCH marker, or a SEARCH marker without a complete block.
     """
-    marks = len(_SEARCH_MARK.findall(reply))
+    marks = 0
+    pairs: list[tuple[str, str]] = []
+    state, body, divider = "out", 0, 0  # offsets: start of the SEARCH body, of the divider line
+    pos, size = 0, len(reply)
+    while pos <= size:  # one line per step, matched in place (no per-line string is built)
+        nl = reply.find("\n", pos)
+        end = size if nl < 0 else nl
+        is_search = _SEARCH_LINE.match(reply, pos, end) is not None
+        marks += is_search
+        if state == "out":
+            if is_search and nl >= 0:
+                state, body = "search", nl + 1
+        elif state == "search":
+            if nl >= 0 and _DIVIDER_LINE.fullmatch(reply, pos, end):
+                state, divider = "replace", pos
+        elif _REPLACE_LINE.match(reply, pos, end):
+            after = reply.find("\n", divider) + 1  # the divider line ends with a newline
+            pairs.append((reply[body:divider - 1] if divider > body else "",
+                          reply[after:pos - 1] if pos > after else ""))
+            state = "out"
+        if nl < 0:
+            break
+        pos = nl + 1
     if marks == 0:
         raise ParseError("no SEARCH/REPLACE block in reply")
-    pairs = []
-    for m in _BLOCK.finditer(reply):
-        search, replace = m.group(1), m.group(2)
-        pairs.append((search[:-1] if search.endswith("\n") else search,
-                      replace[:-1] if replace.endswith("\n") else replace))
     if len(pairs) < marks:
         raise ParseError(
             f"malformed diff: {marks} SEARCH marker(s) but {len(pairs)} complete "
@@ -105,21 +128,29 @@ def _reindent(r_lines: list[str], s_lines: list[str], c_lines: list[str]) -> lis
             for x in r_lines]
 
 
+def _starts(normed: list[str], target: list[str]) -> list[int]:
+    """Indices where ``target`` occurs in ``normed`` (each line normalised once; a slice is
+    compared only where the first line already matches)."""
+    k = len(target)
+    if k == 0:
+        return list(range(len(normed) + 1))
+    first = target[0]
+    return [i for i in range(len(normed) - k + 1) if normed[i] == first and normed[i:i + k] == target]
+
+
 def _loose_hits(lines: list[str], s_lines: list[str]) -> list[tuple[int, int]]:
     """``(start, end)`` line spans equal to ``s_lines`` ignoring all whitespace and blank lines."""
     target = [_squash(x) for x in s_lines if x.strip()]
     kept = [(i, _squash(x)) for i, x in enumerate(lines) if x.strip()]
     k = len(target)
-    return [(kept[j][0], kept[j + k - 1][0] + 1) for j in range(len(kept) - k + 1)
-            if [t for _, t in kept[j:j + k]] == target]
+    return [(kept[j][0], kept[j + k - 1][0] + 1) for j in _starts([t for _, t in kept], target)]
 
 
 def _matches(lines: list[str], s_lines: list[str]) -> tuple[str, list[tuple[int, int]]]:
     """The first comparison that finds ``s_lines`` in ``lines``, and the spans it finds."""
     k = len(s_lines)
     for how, norm in _COMPARE:
-        target = [norm(x) for x in s_lines]
-        hits = [(i, i + k) for i in range(len(lines) - k + 1) if [norm(x) for x in lines[i:i + k]] == target]
+        hits = [(i, i + k) for i in _starts([norm(x) for x in lines], [norm(x) for x in s_lines])]
         if hits:
             return how, hits
     return "whitespace", _loose_hits(lines, s_lines)
@@ -144,9 +175,15 @@ def _apply_one(code: str, search: str, replace: str) -> tuple[str, str]:
 
 
 def apply_diff(code: str, pairs: list[tuple[str, str]]) -> tuple[str, list[str]]:
-    """Apply ``pairs`` in order; returns the child and the comparison used by each."""
+    """Apply ``pairs`` in order; returns the child and the comparison used by each.
+
+    Each pair costs a pass over the program, so between pairs the parse deadline
+    (:func:`qdevolve.mutation._llm.parse_deadline`) is checked: a reply with more blocks than
+    can be applied in time fails with a :class:`ParseError` instead of holding the controller.
+    """
     hows = []
     for i, (search, replace) in enumerate(pairs):
+        check_deadline(f"applying SEARCH/REPLACE block {i + 1} of {len(pairs)}")
         try:
             code, how = _apply_one(code, search, replace)
         except ParseError as exc:

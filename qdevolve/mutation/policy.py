@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import re
 from typing import Any
 
 from qdevolve import registry
@@ -69,12 +68,14 @@ class PolicyMutation:
         if "{completion}" not in block_template:
             raise ValueError(f"block_template must contain '{{completion}}', got {block_template!r}")
         before, after = block_template.split("{completion}", 1)
-        self._block_pattern = re.compile(re.escape(before.strip()) + r"(.*?)" + re.escape(after.strip()), re.S)
+        self._before, self._after = before.strip(), after.strip()
 
     def parent_text(self, block: str) -> str:
         """The parent's block as the policy would have written it (``block_template`` inverted)."""
-        m = self._block_pattern.search(block)
-        text = m.group(1) if m else block
+        # two str.find calls (linear in the block), not a lazy regex that rescans per start
+        i = block.find(self._before)
+        j = -1 if i < 0 else block.find(self._after, i + len(self._before))
+        text = block[i + len(self._before):j] if j >= 0 else block
         return text.strip() if self.strip else text
 
     def render_prompt(self, parent: Program, context: MutationContext) -> str:

@@ -16,6 +16,14 @@ Where the weights go (:func:`policy_dir`), first match wins:
 
 The path is made absolute before it is stored, so a later ``resume`` or ``serve`` from
 another directory finds it.
+
+A path the database names is an adversary's choice (a database can be handed over), so
+``trainer_state.pt`` holds plain data only (tensors, dicts, lists, tuples, numbers, strings:
+optimizer state, reference weights, the generator's state as a byte tensor) and is read with
+``torch.load(..., weights_only=True)``: a file whose unpickling would build anything else
+(a ``__reduce__`` calling a function) is refused with an error naming it, never executed.
+The weights themselves load through ``from_pretrained``, which reads safetensors and loads
+any ``.bin`` with ``weights_only=True`` too.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ import torch
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError, DatabaseError
 
-__all__ = ["checkpoint_root", "policy_dir", "save_version", "load_version", "LoadedVersion"]
+__all__ = ["checkpoint_root", "policy_dir", "save_version", "load_version", "LoadedVersion", "load_trainer_state",
+           "plain_state"]
 
 
 def checkpoint_root(store: LineageStore, run_id: str) -> Path:
@@ -69,7 +78,7 @@ def save_version(store: LineageStore, run_id: str, *, version: int, parent: int 
     plain = copy.deepcopy(model).merge_and_unload() if merge_lora else model
     plain.save_pretrained(target)
     tokenizer.save_pretrained(target)
-    torch.save(trainer_state, target / "trainer_state.pt")
+    torch.save(plain_state(trainer_state), target / "trainer_state.pt")
     state = {"trainer": {"version": version, "global_step": step, "path": str(target), "objective": objective},
              **(extra_state or {})}
     store.add_policy_version(run_id, version, objective=objective, parent_version=parent, step=step,
@@ -105,5 +114,37 @@ def load_version(store: LineageStore, run_id: str, version: int | None = None) -
     model = AutoModelForCausalLM.from_pretrained(row["path"], dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(row["path"])
     state_file = Path(row["path"]) / "trainer_state.pt"
-    state = torch.load(state_file, weights_only=False) if state_file.is_file() else None
+    state = load_trainer_state(state_file) if state_file.is_file() else None
     return LoadedVersion(row, model, tokenizer, state)
+
+
+_PLAIN = (bool, int, float, str, bytes, type(None), torch.Tensor)
+
+
+def plain_state(state: Any, where: str = "trainer_state") -> Any:
+    """``state`` checked to be what a ``weights_only=True`` load accepts (tensors, dicts, lists,
+    tuples, numbers, strings, None); anything else is a ``ConfigError`` naming its key path, so
+    a checkpoint that could not be resumed safely is never written."""
+    if isinstance(state, dict):
+        return {k: plain_state(v, f"{where}[{k!r}]") for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(plain_state(v, f"{where}[{i}]") for i, v in enumerate(state))
+    if isinstance(state, _PLAIN):
+        return state
+    raise ConfigError(f"{where} is a {type(state).__name__}: trainer_state.pt holds plain data only "
+                      "(tensors, dicts, lists, numbers, strings) so resume can load it with weights_only=True")
+
+
+def load_trainer_state(path: Path) -> dict[str, Any]:
+    """Read ``trainer_state.pt`` with ``weights_only=True``; a file that is not plain data (a pickle
+    that would build objects or call functions) is refused, naming the file, and never executed."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError for a forbidden global; anything else is a broken file
+        raise DatabaseError(f"{path}: refused to load this trainer state: it is not a plain-data checkpoint "
+                            f"(weights_only=True load failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}). "
+                            "A database or run directory may name any file; only tensors, dicts, lists, numbers "
+                            "and strings are accepted. Delete the file to resume from the weights alone.") from None
+    if not isinstance(state, dict):
+        raise DatabaseError(f"{path}: a trainer state is a dict, this file holds a {type(state).__name__}")
+    return state

@@ -151,7 +151,8 @@ def test_an_agents_run_with_a_model_gives_the_executor_the_engines_backend(examp
         cfg = ex.config.with_overrides(backend={"type": "openai", "api_base": server.url, "model": "scripted"})
         evo = Evolution.start(ex, cfg, LineageStore(tmp_path / "a.sqlite"), progress=False)
         try:
-            assert evo.backend is not None and evo.executor.backend is evo.backend
+            assert evo.backend is not None and evo.executor.backend.inner is evo.backend
+            assert evo.executor.backend.spender == "agent"  # metered: the run's budget sees the agents' tokens
         finally:
             evo.close()
 

@@ -34,6 +34,7 @@ import numpy as np
 from qdevolve.archive.islands_pool import PoolMigration, parse_pool_migration
 from qdevolve.archive.snapshot import SnapshotSchedule
 from qdevolve.backends.base import Backend
+from qdevolve.backends.metered import MeteredBackend, meter_clients
 from qdevolve.db.records import EvaluationRecord
 from qdevolve.db.store import BudgetSpent, LineageStore
 from qdevolve.errors import ConfigError, EvaluationSetupError, QdevolveError, RunAborted
@@ -90,6 +91,8 @@ class Evolution:
                                operators=self.plugins.operators, weights=self.plugins.weights,
                                names=self.plugins.names, cache=self.cache, config=config,
                                prompt_settings={"example_dir": str(example.directory), **config.prompt})
+        # tokens / cost of every spender (the engine, agents, judges), before anything can spend
+        self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))
         if listener is None and train:
             listener = _default_listener(store, run_id, config)
         self._use_listener(listener, backend)
@@ -99,7 +102,10 @@ class Evolution:
         self.unevaluated: list[Program] = []  # left by runs of schema v1 (evaluated first on resume)
         self._stored_unevaluated: set[str] = set()  # their ids: tell writes no second program row
         self.novelty = self.plugins.novelty
-        self.budget = BudgetMeter.from_config(config.budget, store.get_state(run_id, "usage"))  # tokens / cost
+        for kind, plugin in (("archive", self.archive), ("selection", self.plugins.selection),
+                             ("embedding", self.novelty)):  # a model client of their own is metered too
+            if plugin is not None:
+                meter_clients(plugin, self.budget.spend, kind)
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
@@ -122,9 +128,19 @@ class Evolution:
             backend = build_backend(self.config)
         self.backend: Backend | None = backend
         self._reporter = backend if isinstance(backend, RewardReporting) else None
+        # Every model client spends through a view of one metered wrapper, each on its own account:
+        # the engine's mutations ("engine"; a self-modifying agent's "agent:<id>"), agents, judges.
+        self.meter = None if backend is None else MeteredBackend(backend, self.budget.spend, "engine")
         use_backend = getattr(self.executor, "use_backend", None)  # an executor whose jobs generate (agents)
         if use_backend is not None:
-            use_backend(backend)
+            use_backend(None if self.meter is None else self.meter.for_spender("agent"))
+        # A model client a plugin built itself (a judge with its own api_base, an operator's own
+        # backend) is metered anyway: every attribute with generate() is wrapped, on its own account.
+        clusterer = getattr(listener, "clusterer", None)
+        if clusterer is not None:
+            meter_clients(clusterer, self.budget.spend, "judge")
+        for op, name in zip(self.plugins.operators, self.plugins.names, strict=False):
+            meter_clients(op, self.budget.spend, f"operator:{name}")
         group = (listener.group_size if listener is not None else None) or self.config.children_per_parent
         if group < 1:
             raise ConfigError(f"group_size must be >= 1, got {group}")
@@ -271,15 +287,16 @@ class Evolution:
     async def breed(self, plan: ChildPlan) -> list[Child]:
         """Run the plan's operator; return the children to evaluate (duplicates dropped)."""
         op = plan.operator
+        backend = self.backend if self.meter is None else self.meter.for_spender(
+            f"agent:{plan.parent.id[:12]}" if getattr(op, "name", None) == "self" else "engine")
         try:
-            cands = await op.propose(plan.parent, plan.context, self.backend)
+            cands = await op.propose(plan.parent, plan.context, backend)
         except (RunAborted, WorkerLost):
             self.ledger.reserved -= plan.n
             raise
         except Exception as exc:  # an operator bug: one failed mutation, not a dead run
             cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
-        self.budget.observe_candidates(cands)
         cands = [fixed_code_checked(plan.parent, c, op) for c in cands]
         kept = []
         for c in self.breeder.children(plan, cands):
@@ -462,8 +479,11 @@ class Evolution:
         status = "stopped"
         try:
             wall = self.config.wall_time_s
-            if wall and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
-                self.backend.set_deadline(t0 + float(wall))
+            ends = [t0 + float(wall)] if wall else []
+            if self.budget.max_wall_time:  # --max-wall-time, from the meter's (monotonic) start
+                ends.append(t0 + self.budget.started + float(self.budget.max_wall_time) - time.monotonic())
+            if ends and isinstance(self.backend, DeadlineAware):  # requests in flight end at the wall time
+                self.backend.set_deadline(min(ends))
             with ProgressDisplay(self.ledger, enabled=self.progress, console=self.console,
                                  stats=self.archive.stats) as self._tick:
                 asyncio.run(loop.drive(self, max_pending=self._max_pending(), wall_time_s=wall))
@@ -482,6 +502,9 @@ class Evolution:
                              f"{str(exc)[:300]}; fix the cause, then 'qdevolve resume --db {self.store.name}'") from exc
         finally:
             self._tick = lambda: None
+            # what was spent after the last tell (a judge in after_job, an agent whose child was
+            # not stored) is kept too: resume restores every spender's account
+            self.store.set_state(self.run_id, "usage", self.budget.state())
             self.store.update_run(self.run_id, status=status)
             lease.release()
         return summarize(self, time.time() - t0)

@@ -15,7 +15,9 @@ makes the same choices whether or not it was killed and resumed).
 When the backlog is full no new request starts until an evaluation finishes (backpressure).
 
 Stopping: the budget is planned, a token/cost/wall budget is spent, a stop reason is set (duplicate streak), the wall time
-passes (jobs in flight are cancelled: nothing of an untold child is stored), or a job
+(``run.wall_time_s`` or ``budget.max_wall_time``, whichever ends first) passes (jobs in flight
+are cancelled: nothing of an untold child is stored; the loop never waits past it, and reply
+parsing runs off the loop, so a slow job cannot hold the run past its wall time), or a job
 raises. On a raise no new job starts, the jobs in flight finish (their children are told),
 and the first error is re-raised to :meth:`Evolution.run`, which marks the run stopped.
 """
@@ -53,7 +55,11 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None, bac
     """Run jobs until the budget, a stop reason, the wall time or an error (module docstring)."""
     ledger = engine.ledger
     backlog = eval_backlog(engine) if backlog is None else max(0, int(backlog))
-    deadline = None if not wall_time_s else time.monotonic() + float(wall_time_s)
+    deadlines = [time.monotonic() + float(wall_time_s)] if wall_time_s else []
+    budget_wall = getattr(engine.budget, "max_wall_time", None)
+    if budget_wall:  # --max-wall-time: measured from the meter's start of this invocation
+        deadlines.append(float(engine.budget.started) + float(budget_wall))
+    deadline = min(deadlines) if deadlines else None
     if engine.unevaluated:  # stored without an evaluation by a schema-v1 run
         from qdevolve.evolve.core.breeder import Child
         from qdevolve.mutation.base import Candidate
@@ -75,7 +81,7 @@ async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None, bac
     while error is None and not ledger.stopping:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            ledger.stop("wall time")
+            ledger.stop(engine.budget.exceeded() or "wall time")
             for task in pending:
                 task.cancel()
             break

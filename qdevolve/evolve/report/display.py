@@ -14,6 +14,7 @@ from rich.text import Text
 
 from qdevolve.db._open import display_target
 from qdevolve.evolve.report.ledger import RunLedger
+from qdevolve.evolve.setup.budget import spender_line
 from qdevolve.textsafe import terminal_safe_line
 
 __all__ = ["ProgressDisplay", "print_summary"]
@@ -84,6 +85,9 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     for model, u in (summary.stats.get("usage") or {}).get("models", {}).items():  # budget meter totals
         t.add_row("model", Text(f"{terminal_safe_line(model)}: {u['calls']} calls, "
                                 f"{u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}"))
+    spent_by = spender_line(summary.stats.get("usage"))
+    if spent_by:  # the budget line: who spent the run's tokens (engine, agents, judge)
+        t.add_row("tokens spent by", Text(terminal_safe_line(spent_by)))
     solved = summary.stats.get("targets_solved_per_version")
     if solved:  # train.solved_by: a problem suite's targets solved per policy version
         t.add_row("targets solved per policy version", " ".join(f"v{v}:{n}" for v, n in solved))

@@ -15,8 +15,17 @@ never stops a run on an unpriced local model). Tokens come from the usage the ba
 reports for every completion, counted when the operator returns its candidates, so
 duplicates and failed mutations count too.
 
-:class:`BudgetMeter` holds the per-model totals; its :meth:`~BudgetMeter.state` is stored
-with the run's state in the same transaction as each evaluation and restored on resume.
+Every token the run spends is counted here, whoever spends it: the engine's mutations
+(``engine``), each agent's ``tools.generate`` calls while it is scored or modifies itself
+(``agent:<program id>``), an LLM judge of the trainer (``judge``) and any other model client
+the run builds. They all generate through one wrapper,
+:class:`qdevolve.backends.metered.MeteredBackend`, which the run hands to them (a client
+such a plugin built itself is wrapped too) and which reports each completion to
+:meth:`BudgetMeter.spend`. Totals are kept per model and per spender.
+
+:class:`BudgetMeter` holds those totals; its :meth:`~BudgetMeter.state` is stored with the
+run's state in the same transaction as each evaluation and restored on resume (the
+per-spender accounts included).
 A budget that is reached stops the run cleanly: no new mutation starts, the ones in flight
 finish and are stored, and the run is marked ``stopped`` (resumable with a larger budget).
 """
@@ -24,6 +33,7 @@ finish and are stored, and the run is marked ``stopped`` (resumable with a large
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,7 +41,7 @@ from typing import Any
 
 from qdevolve.errors import ConfigError
 
-__all__ = ["BudgetMeter", "ModelUsage", "parse_budget", "BUDGET_KEYS"]
+__all__ = ["BudgetMeter", "ModelUsage", "parse_budget", "BUDGET_KEYS", "spender_line"]
 
 BUDGET_KEYS = ("max_tokens", "max_cost", "max_wall_time", "prices")
 
@@ -106,7 +116,9 @@ class BudgetMeter:
     max_wall_time: float | None = None
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     usage: dict[str, ModelUsage] = field(default_factory=dict)  # model -> totals
+    spenders: dict[str, ModelUsage] = field(default_factory=dict)  # "engine", "agent:<id>", "judge" -> totals
     started: float = field(default_factory=time.monotonic)  # this invocation's start
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # agents spend from threads
 
     @classmethod
     def from_config(cls, budget: dict[str, Any] | None, state: dict[str, Any] | None = None) -> BudgetMeter:
@@ -114,9 +126,11 @@ class BudgetMeter:
         b = budget or {}
         meter = cls(max_tokens=b.get("max_tokens"), max_cost=b.get("max_cost"),
                     max_wall_time=b.get("max_wall_time"), prices=dict(b.get("prices") or {}))
-        for model, row in ((state or {}).get("models") or {}).items():
-            meter.usage[model] = ModelUsage(int(row.get("calls", 0)), int(row.get("prompt_tokens", 0)),
-                                            int(row.get("completion_tokens", 0)), float(row.get("cost", 0.0)))
+        for key, target in (("models", meter.usage), ("spenders", meter.spenders)):
+            for name, row in ((state or {}).get(key) or {}).items():
+                target[str(name)] = _usage_of(row)
+        if meter.usage and not meter.spenders:  # stored before per-spender accounts: all of it was the engine's
+            meter.spenders["engine"] = _usage_of(_totals(meter.usage.values()))
         return meter
 
     def cost_of(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
@@ -124,15 +138,22 @@ class BudgetMeter:
         price = self.prices.get(model) or {}
         return (prompt_tokens * price.get("input", 0.0) + completion_tokens * price.get("output", 0.0)) / 1e6
 
-    def observe(self, model: str | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
-        """Count one completion."""
+    def observe(self, model: str | None, prompt_tokens: int | None, completion_tokens: int | None,
+                spender: str = "engine") -> None:
+        """Count one completion, against its model and its spender."""
+        self.spend(spender, model, prompt_tokens, completion_tokens)
+
+    def spend(self, spender: str, model: str | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """Count one completion that ``spender`` asked for (thread-safe: agents spend from workers)."""
         name = model or "unknown"
-        p, c = int(prompt_tokens or 0), int(completion_tokens or 0)
-        u = self.usage.setdefault(name, ModelUsage())
-        u.calls += 1
-        u.prompt_tokens += p
-        u.completion_tokens += c
-        u.cost += self.cost_of(name, p, c)
+        p, c = max(0, int(prompt_tokens or 0)), max(0, int(completion_tokens or 0))
+        cost = self.cost_of(name, p, c)
+        with self._lock:
+            for u in (self.usage.setdefault(name, ModelUsage()), self.spenders.setdefault(spender, ModelUsage())):
+                u.calls += 1
+                u.prompt_tokens += p
+                u.completion_tokens += c
+                u.cost += cost
 
     def observe_candidates(self, candidates: Iterable[Any]) -> None:
         """Count the completion of every candidate an operator returned (one per completion)."""
@@ -147,11 +168,13 @@ class BudgetMeter:
 
     @property
     def tokens(self) -> int:
-        return sum(u.tokens for u in self.usage.values())
+        with self._lock:
+            return sum(u.tokens for u in self.usage.values())
 
     @property
     def cost(self) -> float:
-        return sum(u.cost for u in self.usage.values())
+        with self._lock:
+            return sum(u.cost for u in self.usage.values())
 
     def exceeded(self, now: float | None = None) -> str | None:
         """The stop reason when a budget is reached, else ``None``."""
@@ -166,11 +189,46 @@ class BudgetMeter:
         return None
 
     def state(self) -> dict[str, Any]:
-        """JSON-able totals (stored in the run state under ``usage``)."""
-        return {"tokens": self.tokens, "cost": self.cost,
-                "models": {m: {"calls": u.calls, "prompt_tokens": u.prompt_tokens,
-                               "completion_tokens": u.completion_tokens, "cost": u.cost}
-                           for m, u in sorted(self.usage.items())}}
+        """JSON-able totals (stored in the run state under ``usage``): per model and per spender."""
+        with self._lock:
+            return {"tokens": self.tokens, "cost": self.cost,
+                    "models": {m: _row(u) for m, u in sorted(self.usage.items())},
+                    "spenders": {m: _row(u) for m, u in sorted(self.spenders.items())}}
+
+
+def _row(u: ModelUsage) -> dict[str, Any]:
+    return {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "cost": u.cost}
+
+
+def _usage_of(row: Any) -> ModelUsage:
+    row = row if isinstance(row, dict) else {}
+    return ModelUsage(int(row.get("calls", 0)), int(row.get("prompt_tokens", 0)),
+                      int(row.get("completion_tokens", 0)), float(row.get("cost", 0.0)))
+
+
+def _totals(rows: Iterable[ModelUsage]) -> dict[str, Any]:
+    rows = list(rows)
+    return {"calls": sum(u.calls for u in rows), "prompt_tokens": sum(u.prompt_tokens for u in rows),
+            "completion_tokens": sum(u.completion_tokens for u in rows), "cost": sum(u.cost for u in rows)}
+
+
+def spender_line(usage: Any, limit: int = 4) -> str:
+    """Who spent what, from a stored ``usage`` state: ``engine 1,200 · agents 3,400 (2) · judge 90``
+    (tokens; agents summed, with how many). Empty without per-spender accounts; a stored state
+    is data from a database, so malformed entries are skipped, never trusted."""
+    spenders = usage.get("spenders") if isinstance(usage, dict) else None
+    groups: dict[str, list[int]] = {}
+    for name, row in (spenders.items() if isinstance(spenders, dict) else ()):
+        try:
+            tokens = int(row.get("prompt_tokens", 0)) + int(row.get("completion_tokens", 0))
+        except (AttributeError, TypeError, ValueError, OverflowError):
+            continue
+        key = "agents" if str(name).startswith("agent") else str(name)[:40]
+        groups.setdefault(key, []).append(tokens)
+    parts = [f"{k} {sum(v):,}" + (f" ({len(v)})" if k == "agents" else "")
+             for k, v in sorted(groups.items(), key=lambda kv: -sum(kv[1]))]
+    return " · ".join(parts[:limit] + ([f"+{len(parts) - limit} more"] if len(parts) > limit else []))
 
 
 # Command-line budget options of ``qdevolve run`` and ``qdevolve resume``: (key, flag, help).
