@@ -16,7 +16,7 @@ from qdevolve.db._open import display_target
 from qdevolve.evolve.report.ledger import RunLedger
 from qdevolve.textsafe import terminal_safe_line
 
-__all__ = ["ProgressDisplay", "print_summary"]
+__all__ = ["ProgressDisplay", "print_summary", "relative_gain"]
 
 
 @contextlib.contextmanager
@@ -55,6 +55,15 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
         refresh()
 
 
+def relative_gain(seed: float | None, gain: float) -> str:
+    """`` (+12.50%)``: the gain as a percentage of the seed score, or ``""`` when the seed
+    score is near 0 next to the gain (``|gain| > 10 |seed|``): a percentage of a near-zero
+    baseline (+2210 % for a seed of 0.014) says nothing the absolute gain does not."""
+    if not seed or abs(gain) > 10 * abs(seed):
+        return ""
+    return f" ({100 * gain / abs(seed):+.2f}%)"
+
+
 def print_summary(summary: Any, console: Console | None = None) -> None:
     """The end-of-run table: where the database is and how to inspect it."""
     console = console or Console()
@@ -70,8 +79,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("best score", "-" if summary.best_score is None else f"{summary.best_score:.6g}")
     gain = summary.gain
     if gain is not None:
-        rel = f" ({100 * gain / abs(summary.seed_score):+.2f}%)" if summary.seed_score else ""
-        t.add_row("gain over seed", f"{gain:+.6g}{rel}")
+        t.add_row("gain over seed", f"{gain:+.6g}{relative_gain(summary.seed_score, gain)}")
     if getattr(summary, "record", None):
         t.add_row("best known", terminal_safe_line(summary.record))
     t.add_row("best program", summary.best_program_id or "-")
