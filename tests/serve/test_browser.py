@@ -144,3 +144,54 @@ def test_empty_database_page_follows_the_first_run(page: Page, tmp_path: Path) -
         _clean(page, s)
     finally:
         s.stop()
+
+
+def _heat_scale(page: Page, url: str) -> tuple[str, dict[str, Any]]:
+    page.navigate(url, wait_for="document.body.dataset.archiveReady")
+    caption = page.evaluate("document.getElementById('heat-scale').textContent")
+    vm = page.evaluate("(() => { const v = echarts.getInstanceByDom(document.getElementById('heatmap'))"
+                       ".getOption().visualMap[0]; return {min: v.min, max: v.max, precision: v.precision,"
+                       " text: v.text, calculable: v.calculable}; })()")
+    return caption, vm
+
+
+@pytest.mark.slow
+def test_the_heatmap_scale_reads_the_lowest_and_highest_score(page: Page, server: Server,
+                                                              view_db: dict[str, Any]) -> None:
+    """The colour scale's ends are the filled cells' lowest and highest scores, with decimals
+    enough to tell them apart (echarts draws them with ``precision`` decimals: 0 reads "0 ... 0")."""
+    rid = view_db["run_id"]
+    scores = [c["score"] for c in server.json(f"/api/runs/{rid}/archive")["grid"]["cells"]]
+    lo, hi = min(scores), max(scores)
+    assert hi > lo
+    caption, vm = _heat_scale(page, f"{server.url}/runs/{rid}/archive")
+    p = vm["precision"]
+    assert round(hi - lo, p) > 0 and 10 ** -p <= (hi - lo) / 10  # the labels resolve the range
+    assert caption == f"colour: best score per cell, from {lo:.{p}f} (lowest) to {hi:.{p}f} (highest)", caption
+    assert vm["min"] == lo and vm["max"] == hi and vm["text"] == [f"{hi:.{p}f} best", f"score {lo:.{p}f}"]
+    _clean(page, server)
+
+
+@pytest.mark.slow
+def test_a_single_filled_cell_is_labelled_as_one_value(page: Page, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "one.sqlite"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(root / "examples" / "function_minimization"),
+                           "--iterations", "0", "--no-progress", "--db", str(db)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    s = Server(db)
+    try:
+        rid = run_id_of(db)
+        (cell,) = s.json(f"/api/runs/{rid}/archive")["grid"]["cells"]
+        caption, vm = _heat_scale(page, f"{s.url}/runs/{rid}/archive")
+        p = vm["precision"]
+        assert caption == f"colour: every filled cell scores {cell['score']:.{p}f}", caption
+        assert p >= 3 - len(str(int(abs(cell["score"])))) and vm["calculable"] is False
+        assert vm["text"] == ["", f"every cell {cell['score']:.{p}f}"]
+        _clean(page, s)
+    finally:
+        s.stop()
