@@ -260,7 +260,7 @@ def measured(runs: list[dict[str, Any]], arms: list[str]) -> str:
                      f"the seed, {statistics.fmean(r['parents'] for r in rs):.1f} parents expanded, "
                      f"{statistics.fmean(r['failed'] for r in rs):.1f} failed children, final held-out figure "
                      f"sd {sd:.4f} over {len(rs)} seeds")
-    draws = [v for r in runs for v in r["seed_draws"]]
+    draws = [v for vs in {r["seed"]: r["seed_draws"] for r in runs}.values() for v in vs]  # once per seed
     if len(draws) > 1:
         parts.append(f"seed agent: held-out draws sd {statistics.stdev(draws):.4f} over {len(draws)} salted scorings")
     return "Measured: " + "; ".join(parts) + "."
