@@ -31,6 +31,10 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
         yield lambda: None
         return
     console = console or Console(stderr=True)
+    if not console.is_terminal:  # a pipe or a file: whole lines, never a bar cut to the width
+        with _plain_progress(ledger, console, stats) as refresh:
+            yield refresh
+        return
     progress = Progress(
         TextColumn("[bold]evolving"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
@@ -53,6 +57,45 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
     with progress:
         yield refresh
         refresh()
+
+
+def _progress_text(ledger: RunLedger, stats: Callable[[], dict[str, Any]] | None, now: float) -> str:
+    """``evolving 1136/2000 (56.8%) 3.6 ev/s best 1.734 cov 40.6% | fail error:42 0:05:12``."""
+    best = f"{ledger.best_score:.4g}" if ledger.best_score is not None else "-"
+    fails = " ".join(f"{k}:{v}" for k, v in sorted(ledger.by_status.items()) if k != "ok")
+    cov = (stats() if stats is not None else {}).get("coverage")
+    cov_s = f" cov {100 * cov:.1f}%" if isinstance(cov, (int, float)) else ""
+    pct = f" ({100 * ledger.evaluated / ledger.budget:.1f}%)" if ledger.budget else ""
+    elapsed = int(now - ledger.started_at) if ledger.started_at else 0
+    clock = f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
+    return (f"evolving {ledger.evaluated}/{ledger.budget}{pct} {ledger.rate(now):.1f} ev/s best {best}{cov_s}"
+            + (f" | fail {fails}" if fails else "") + f" {clock}")
+
+
+@contextlib.contextmanager
+def _plain_progress(ledger: RunLedger, console: Console, stats: Callable[[], dict[str, Any]] | None,
+                    every_s: float = 30.0, steps: int = 10) -> Iterator[Callable[[], None]]:
+    """Progress for a console that is not a terminal: one whole line (never wrapped or cut)
+    at each tenth of the budget or every ``every_s`` seconds, whichever comes first, and one
+    at the end."""
+    state = {"at": time.time(), "step": 0, "shown": -1}
+
+    def line(now: float) -> None:
+        state["at"], state["shown"] = now, ledger.evaluated
+        console.print(Text(_progress_text(ledger, stats, now)), soft_wrap=True, highlight=False)
+
+    def refresh() -> None:
+        now = time.time()
+        step = steps * ledger.evaluated // ledger.budget if ledger.budget else 0
+        if step > state["step"] or now - state["at"] >= every_s:
+            state["step"] = max(step, state["step"])
+            if ledger.evaluated != state["shown"] and ledger.evaluated < ledger.budget:
+                line(now)
+
+    try:
+        yield refresh
+    finally:
+        line(time.time())
 
 
 def relative_gain(seed: float | None, gain: float) -> str:
