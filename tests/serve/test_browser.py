@@ -195,3 +195,34 @@ def test_a_single_filled_cell_is_labelled_as_one_value(page: Page, tmp_path: Pat
         _clean(page, s)
     finally:
         s.stop()
+
+
+@pytest.mark.slow
+def test_where_the_node_limit_cuts_the_tree_a_leaf_says_how_many_are_deeper(page: Page, server: Server,
+                                                                           view_db: dict[str, Any]) -> None:
+    rid = view_db["run_id"]
+
+    def cut_leaves(limit: int) -> int:
+        nodes = server.json(f"/api/runs/{rid}/tree?limit={limit}")["nodes"]
+        parents = {n["parent"] for n in nodes}
+        return sum(1 for n in nodes if n["id"] not in parents and n["hidden"] > 0)
+
+    limit = next(k for k in range(2, 60) if cut_leaves(k))  # a limit at which a drawn leaf hides descendants
+    page.navigate(f"{server.url}/runs/{rid}?limit={limit}", wait_for="document.body.dataset.treeReady")
+    cut = page.evaluate("""(() => {
+      const out = [];
+      const walk = item => {
+        const kids = item.children || [];
+        if (item.node && !kids.length) out.push([item.node.hidden, item.label ? item.label.formatter : null]);
+        kids.forEach(walk);
+      };
+      echarts.getInstanceByDom(document.getElementById('tree')).getOption().series[0].data.forEach(walk);
+      return out;
+    })()""")
+    assert any(hidden > 0 for hidden, _ in cut), cut  # the limit left descendants out
+    for hidden, label in cut:
+        if hidden > 0:
+            assert label is not None and label.endswith(f"+{hidden} deeper"), cut
+        else:
+            assert label is None or "deeper" not in label, cut
+    _clean(page, server)
