@@ -134,7 +134,12 @@ class AgentExecutor:
             job = self._last_job
         if job is None or draws < 2:
             return agent_rows(store, run_id)
-        return agent_rows(store, run_id, draws=draws, rescore=lambda jobs: self.rescore_heldout(job, jobs))
+        try:
+            return agent_rows(store, run_id, draws=draws, rescore=lambda jobs: self.rescore_heldout(job, jobs))
+        except Exception as exc:  # the run is stored: report the stored draw and why there are no others
+            return [*agent_rows(store, run_id),
+                    ("held-out draws", f"not scored ({type(exc).__name__}: {str(exc)[:300]}); the verdict above "
+                                       "is the run's one stored draw")]
 
     def rescore_heldout(self, job: EvalJob, jobs: list[tuple[str, int]]) -> list[float]:
         """Each ``(agent code, draw)``'s mean normalised improvement on the held-out tasks,
