@@ -204,3 +204,18 @@ def test_a_piped_run_prints_whole_progress_lines(tmp_path: Path) -> None:
     assert lines and lines[-1].startswith("evolving 20/20 (100.0%) "), proc.stderr
     assert all(re.match(r"evolving \d+/20 \(\d+\.\d%\) \S+ ev/s best ", ln) for ln in lines), lines
     assert "\u2026" not in proc.stderr
+
+
+def test_the_gain_is_no_percentage_of_a_near_zero_seed_score() -> None:
+    """The agents example's seed scores 0.014 and its best 0.32: "+2210 %" says nothing; the
+    summary gives the absolute gain alone, and a percentage where the seed is not near 0."""
+    def gain_row(seed: float, best: float) -> str:
+        summary = RunSummary(run_id="r" * 32, db="x.sqlite", evaluations=2, budget=1, seed_score=seed,
+                             best_score=best, best_program_id=None, by_status={"ok": 2}, elapsed_s=1.0)
+        out = io.StringIO()
+        print_summary(summary, Console(file=out, width=120))
+        return next(ln for ln in out.getvalue().splitlines() if "gain over seed" in ln)
+
+    assert "+0.308647 " in gain_row(0.0139606, 0.322608) and "%" not in gain_row(0.0139606, 0.322608)
+    assert "+0.5 (+50.00%)" in gain_row(1.0, 1.5)
+    assert "%" not in gain_row(0.0, 0.25)
