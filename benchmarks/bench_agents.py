@@ -44,7 +44,7 @@ import qdevolve.agents  # noqa: E402,F401  (registers 'self' and 'agents')
 import qdevolve.selection  # noqa: E402,F401  (registers 'hgm' and 'greedy')
 from qdevolve import registry  # noqa: E402
 from qdevolve.agents import AgentScorer, ScoringSettings, heldout_curve, load_tasks  # noqa: E402
-from qdevolve.agents.interval import difference, mean_interval  # noqa: E402
+from qdevolve.agents.interval import difference, paired_difference  # noqa: E402
 from qdevolve.db import LineageStore  # noqa: E402
 from qdevolve.evolve.core import Evolution  # noqa: E402
 from qdevolve.evolve.setup.example import load_example  # noqa: E402
@@ -128,8 +128,16 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "agents.md")
     ap.add_argument("--plot", type=Path, default=None, help="write a PNG of held-out against iterations")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="render the report from a previous run's raw figures (its .json) instead of running")
     args = ap.parse_args()
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if args.from_json is not None:
+        raw = json.loads(args.from_json.read_text())
+        seeds = {int(k): float(v) for k, v in raw["seed_final"].items()}
+        print(render(args, arms, raw["runs"], seeds, raw.get("started", "?"), tuple(raw.get("load0", [0.0])),
+                     tuple(raw.get("load1", [0.0])), float(raw.get("elapsed_s", 0.0))))
+        return
     load0, t0, started = os.getloadavg(), time.time(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     options = yaml.safe_load((EXAMPLE / "config.yaml").read_text())["run"]["executor_options"]
     runs: list[dict[str, Any]] = []
@@ -154,11 +162,14 @@ def main() -> None:
                           flush=True)
     finally:
         box.close()
-    report = render(args, arms, runs, seed_final, started, load0, os.getloadavg(), time.time() - t0)
+    load1, elapsed = os.getloadavg(), time.time() - t0
+    report = render(args, arms, runs, seed_final, started, load0, load1, elapsed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     raw = [{k: v for k, v in r.items() if k not in ("best_code", "seed_code")} for r in runs]
-    args.out.with_suffix(".json").write_text(json.dumps({"runs": raw, "seed_final": seed_final}, indent=1))
+    args.out.with_suffix(".json").write_text(json.dumps({"runs": raw, "seed_final": seed_final, "started": started,
+                                                         "load0": load0, "load1": load1, "elapsed_s": elapsed},
+                                                        indent=1))
     print(report)
     if args.plot is not None:
         plot(args.plot, arms, runs, seed_final, args.iterations)
@@ -216,19 +227,22 @@ def render(args: argparse.Namespace, arms: list[str], runs: list[dict[str, Any]]
 
 
 def seed_draws_of(runs: list[dict[str, Any]], seed: int) -> list[float]:
-    return next(r["seed_draws"] for r in runs if r["seed"] == seed)
+    """The seed agent's salted draws of ``seed`` (its mean alone in figures from before draws were kept)."""
+    r = next(r for r in runs if r["seed"] == seed)
+    return list(r.get("seed_draws") or [r["seed_final"]])
 
 
 def claim(what: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]]) -> str:
     """One claim line: **holds** when the interval of the difference lies above 0, **holds in
     the mean** when only its mean is above 0, **does not hold** otherwise. Over seeds the
-    difference is paired (one per seed, bootstrap over seeds); with one seed it is the
-    difference of the two agents' salted draws (independent resampling)."""
+    difference is paired (one per seed; two-stage bootstrap: seeds, then each seed's salted
+    draws); with one seed it is the difference of the two agents' draws (independent resampling)."""
     keys = sorted(set(a) & set(b))
     if len(keys) >= 2:
-        diffs = [a[k]["final"] - b[k]["final"] for k in keys]
-        mean, lo, hi = mean_interval(diffs)
-        over = f"over {len(keys)} seeds"
+        d = paired_difference([(x[k].get("final_draws") or [x[k]["final"]], y[k].get("final_draws") or [y[k]["final"]])
+                               for k in keys for x, y in [(a, b)]])
+        mean, lo, hi = d.estimate, d.lo, d.hi
+        over = f"over {len(keys)} seeds (seeds, then draws, resampled)"
     else:
         d = difference(a[keys[0]]["final_draws"], b[keys[0]]["final_draws"])
         mean, lo, hi = d.estimate, d.lo, d.hi
@@ -260,7 +274,7 @@ def measured(runs: list[dict[str, Any]], arms: list[str]) -> str:
                      f"the seed, {statistics.fmean(r['parents'] for r in rs):.1f} parents expanded, "
                      f"{statistics.fmean(r['failed'] for r in rs):.1f} failed children, final held-out figure "
                      f"sd {sd:.4f} over {len(rs)} seeds")
-    draws = [v for vs in {r["seed"]: r["seed_draws"] for r in runs}.values() for v in vs]  # once per seed
+    draws = [v for vs in {r["seed"]: r.get("seed_draws", []) for r in runs}.values() for v in vs]  # once per seed
     if len(draws) > 1:
         parts.append(f"seed agent: held-out draws sd {statistics.stdev(draws):.4f} over {len(draws)} salted scorings")
     return "Measured: " + "; ".join(parts) + "."

@@ -8,6 +8,12 @@ take the difference of the resampled means, and report the ``(1 - L) / 2`` and
 Introduction to the Bootstrap*, ch. 13). The resampling generator is seeded, so the same draws
 give the same interval. With fewer than two draws on a side there is no interval.
 
+For paired units (one per seed of a benchmark, each with draws of both sides) the estimate is
+the mean over units of ``mean(a_u) - mean(b_u)`` and the interval is the two-stage bootstrap:
+resample the units with replacement, then each chosen unit's draws within it (Davison & Hinkley
+1997, *Bootstrap Methods and their Application*, sec. 3.8), so both the unit-to-unit spread
+and the noise of each unit's draws widen it.
+
 A difference is *within noise* when its interval contains 0 and *beyond noise* otherwise;
 the claim "a beats b" holds only when the whole interval lies above 0.
 """
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Difference", "difference", "mean_interval"]
+__all__ = ["Difference", "difference", "mean_interval", "paired_difference"]
 
 LEVEL = 0.9
 RESAMPLES = 4000
@@ -104,3 +110,31 @@ def mean_interval(a: Sequence[float], *, level: float = LEVEL, resamples: int = 
     rng = np.random.default_rng(seed)
     lo, hi = _quantiles(x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1), level)
     return float(x.mean()), lo, hi
+
+
+def paired_difference(units: Sequence[tuple[Sequence[float], Sequence[float]]], *, level: float = LEVEL,
+                      resamples: int = RESAMPLES, seed: int = 0) -> Difference:
+    """Mean over units of ``mean(a_u) - mean(b_u)`` with its two-stage bootstrap interval (units
+    resampled, then draws within each unit). ``n_a``/``n_b`` of the result count units.
+
+    Raises:
+        ValueError: no unit, or a unit with no draws on a side.
+    """
+    if not units or any(not a or not b for a, b in units):
+        raise ValueError("a paired difference needs units with draws on both sides")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    arrays = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in units]
+    estimate = float(np.mean([a.mean() - b.mean() for a, b in arrays]))
+    n = len(arrays)
+    if n < 2:
+        return Difference(estimate, None, None, n, n, level)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(resamples, n))
+    out = np.zeros(resamples)
+    for u, (a, b) in enumerate(arrays):  # each unit's resampled difference, used wherever it is picked
+        da = a[rng.integers(0, len(a), size=(resamples, n, len(a)))].mean(axis=2)
+        db = b[rng.integers(0, len(b), size=(resamples, n, len(b)))].mean(axis=2)
+        out += ((picks == u) * (da - db)).sum(axis=1)
+    lo, hi = _quantiles(out / n, level)
+    return Difference(estimate, lo, hi, n, n, level)

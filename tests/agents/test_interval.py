@@ -42,3 +42,15 @@ def test_too_few_draws_give_no_interval_and_no_verdict() -> None:
     assert mean == pytest.approx(0.2) and lo is not None and hi is not None and 0.1 <= lo < 0.2 < hi <= 0.3
     with pytest.raises(ValueError):
         difference([], [1.0])
+
+
+def test_the_paired_interval_widens_with_the_noise_inside_each_unit() -> None:
+    from qdevolve.agents.interval import paired_difference
+
+    quiet = [([0.10, 0.10], [0.05, 0.05]), ([0.12, 0.12], [0.06, 0.06]), ([0.11, 0.11], [0.07, 0.07])]
+    noisy = [([0.0, 0.20], [0.0, 0.10]), ([0.04, 0.20], [0.12, 0.0]), ([0.22, 0.0], [0.14, 0.0])]
+    q, n = paired_difference(quiet), paired_difference(noisy)
+    assert q.estimate == pytest.approx(0.05) and n.estimate == pytest.approx(0.05)
+    assert q.sign == 1 and 0.035 <= q.lo < 0.05 < q.hi <= 0.065  # unit-to-unit spread only
+    assert n.within_noise is True  # the same mean difference, but each unit's draws disagree
+    assert paired_difference([([0.2], [0.1])]).lo is None
