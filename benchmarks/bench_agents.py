@@ -11,8 +11,11 @@ per-task call budget, so "equal budget" holds for the seed agent too. Reported:
 * the final best agent and the seed agent re-scored on the held-out tasks ``--repeats`` times
   with fresh mutation draws (a salt), because one scoring is a noisy sample.
 
-The claim holds when the archive's final best agent beats the seed agent on held-out tasks
-(mean over seeds) and beats the greedy arm's. Run under ``nice -n 10``::
+Each claim (the archive's final best agent beats the seed agent on held-out tasks; it beats
+the greedy arm's) is the paired difference over seeds with a 90 % bootstrap interval
+(:mod:`qdevolve.agents.interval`): it **holds** only when the interval lies above 0, **holds in
+the mean** when the mean difference is positive but the interval contains 0, and **does not
+hold** otherwise. Run under ``nice -n 10``::
 
     nice -n 10 python benchmarks/bench_agents.py --out benchmarks/results/agents.md --plot docs/bench_agents.png
 """
@@ -41,6 +44,7 @@ import qdevolve.agents  # noqa: E402,F401  (registers 'self' and 'agents')
 import qdevolve.selection  # noqa: E402,F401  (registers 'hgm' and 'greedy')
 from qdevolve import registry  # noqa: E402
 from qdevolve.agents import AgentScorer, ScoringSettings, heldout_curve, load_tasks  # noqa: E402
+from qdevolve.agents.interval import difference, paired_difference  # noqa: E402
 from qdevolve.db import LineageStore  # noqa: E402
 from qdevolve.evolve.core import Evolution  # noqa: E402
 from qdevolve.evolve.setup.example import load_example  # noqa: E402
@@ -56,6 +60,7 @@ def run_arm(work: Path, arm: str, seed: int, iterations: int, workers: int) -> d
     cfg = yaml.safe_load((ex / "config.yaml").read_text())
     cfg["run"].update(iterations=iterations, seed=seed, workers=workers)
     cfg["selection"] = {"type": arm}
+    cfg["run"]["executor_options"]["heldout_draws"] = 1  # the run's own verdict: this benchmark re-scores itself
     (ex / "config.yaml").write_text(yaml.safe_dump(cfg))
     example = load_example(ex)
     db = work / f"{arm}-{seed}.sqlite"
@@ -87,13 +92,14 @@ def heldout_scorer(box: Any, spec: dict[str, Any], options: dict[str, Any], salt
     return AgentScorer(tasks, settings, box, spec, salt=salt)
 
 
-def rescore(code: str, box: Any, spec: dict[str, Any], options: dict[str, Any], seed: int, repeats: int) -> float:
-    """Mean held-out normalised improvement over ``repeats`` salted scorings."""
+def rescore(code: str, box: Any, spec: dict[str, Any], options: dict[str, Any], seed: int,
+            repeats: int) -> list[float]:
+    """Held-out normalised improvement of ``repeats`` salted scorings (a failed one counts 0)."""
     values = []
     for r in range(repeats):
         result = heldout_scorer(box, spec, options, f"bench-{seed}-{r}").score(code)
         values.append(float(result.score or 0.0) if result.ok else 0.0)
-    return statistics.fmean(values)
+    return values
 
 
 def at(curve: list[tuple[int, float, float | None]], n: int) -> float | None:
@@ -122,34 +128,48 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "agents.md")
     ap.add_argument("--plot", type=Path, default=None, help="write a PNG of held-out against iterations")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="render the report from a previous run's raw figures (its .json) instead of running")
     args = ap.parse_args()
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if args.from_json is not None:
+        raw = json.loads(args.from_json.read_text())
+        seeds = {int(k): float(v) for k, v in raw["seed_final"].items()}
+        print(render(args, arms, raw["runs"], seeds, raw.get("started", "?"), tuple(raw.get("load0", [0.0])),
+                     tuple(raw.get("load1", [0.0])), float(raw.get("elapsed_s", 0.0))))
+        return
     load0, t0, started = os.getloadavg(), time.time(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     options = yaml.safe_load((EXAMPLE / "config.yaml").read_text())["run"]["executor_options"]
     runs: list[dict[str, Any]] = []
     spec = resolve_sandbox({"type": "auto"})
     box = registry.sandbox.create(spec)
     seed_final: dict[int, float] = {}
+    seed_draws: dict[int, list[float]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-agents-") as tmp:
             for seed in range(args.seeds):
                 for arm in arms:
                     r = run_arm(Path(tmp), arm, seed, args.iterations, args.workers)
-                    r["final"] = rescore(r["best_code"], box, spec, options, seed, args.repeats)
+                    r["final_draws"] = rescore(r["best_code"], box, spec, options, seed, args.repeats)
+                    r["final"] = statistics.fmean(r["final_draws"])
                     if seed not in seed_final:
-                        seed_final[seed] = rescore(r["seed_code"], box, spec, options, seed, args.repeats)
-                    r["seed_final"] = seed_final[seed]
+                        seed_draws[seed] = rescore(r["seed_code"], box, spec, options, seed, args.repeats)
+                        seed_final[seed] = statistics.fmean(seed_draws[seed])
+                    r["seed_final"], r["seed_draws"] = seed_final[seed], seed_draws[seed]
                     runs.append(r)
                     print(f"seed {seed} {arm:7s} {r['wall_s']:6.1f} s  best score {r['best_score']:.4f}  "
                           f"held-out final {r['final']:.4f} (seed agent {r['seed_final']:.4f})  {r['statuses']}",
                           flush=True)
     finally:
         box.close()
-    report = render(args, arms, runs, seed_final, started, load0, os.getloadavg(), time.time() - t0)
+    load1, elapsed = os.getloadavg(), time.time() - t0
+    report = render(args, arms, runs, seed_final, started, load0, load1, elapsed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     raw = [{k: v for k, v in r.items() if k not in ("best_code", "seed_code")} for r in runs]
-    args.out.with_suffix(".json").write_text(json.dumps({"runs": raw, "seed_final": seed_final}, indent=1))
+    args.out.with_suffix(".json").write_text(json.dumps({"runs": raw, "seed_final": seed_final, "started": started,
+                                                         "load0": load0, "load1": load1, "elapsed_s": elapsed},
+                                                        indent=1))
     print(report)
     if args.plot is not None:
         plot(args.plot, arms, runs, seed_final, args.iterations)
@@ -176,7 +196,7 @@ def render(args: argparse.Namespace, arms: list[str], runs: list[dict[str, Any]]
             cells.append(mean_sd(vals))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += ["", f"## Final agents re-scored on the held-out tasks ({args.repeats} salted scorings each)", "",
-              "| arm | final best agent | seed agent (equal budget) | runs beating the seed agent | "
+              "| arm | final best agent | seed agent (equal budget) | runs whose mean is above the seed agent's | "
               "best agent = seed | best agent's generation | parents expanded | failed children | wall s / run |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     finals: dict[str, float] = {}
@@ -190,71 +210,74 @@ def render(args: argparse.Namespace, arms: list[str], runs: list[dict[str, Any]]
                      f"{statistics.fmean([r['parents'] for r in rs]):.1f} | "
                      f"{statistics.fmean([r['failed'] for r in rs]):.1f} | "
                      f"{statistics.fmean([r['wall_s'] for r in rs]):.0f} |")
-    seed_mean = statistics.fmean(seed_final.values())
-    lines += ["", "## Claim", ""]
-    archive = finals.get("dgm")
-    if archive is None:
+    lines += ["", "## Claims (paired difference over seeds, 90 % bootstrap interval)", ""]
+    dgm = [r for r in runs if r["arm"] == "dgm"]
+    if not dgm:
         lines.append("The `dgm` arm was not run: no verdict.")
-    else:
-        dgm_runs = {r["seed"]: r["final"] for r in runs if r["arm"] == "dgm"}
-        beats_seed = archive > seed_mean
-        lines.append(f"- archive (dgm) beats the seed agent on held-out tasks: **{'holds' if beats_seed else 'does not hold'}**"
-                     f" ({archive:.4f} vs {seed_mean:.4f}; {paired(dgm_runs, seed_final)})")
-        greedy = finals.get("greedy")
-        beats_greedy = greedy is not None and archive > greedy
-        if greedy is not None:
-            greedy_runs = {r["seed"]: r["final"] for r in runs if r["arm"] == "greedy"}
-            lines.append(f"- archive (dgm) beats the greedy ablation: **{'holds' if beats_greedy else 'does not hold'}** "
-                         f"({archive:.4f} vs {greedy:.4f}; {paired(dgm_runs, greedy_runs)})")
-        lines.append("")
-        lines.append(cause(beats_seed, beats_greedy if greedy is not None else None, runs))
+        return "\n".join(lines) + "\n"
+    lines.append(claim("archive (dgm) beats the seed agent on held-out tasks",
+                       {r["seed"]: r for r in dgm}, {s_: {"final": v, "final_draws": seed_draws_of(runs, s_)}
+                                                     for s_, v in seed_final.items()}))
+    greedy = [r for r in runs if r["arm"] == "greedy"]
+    if greedy:
+        lines.append(claim("archive (dgm) beats the greedy ablation", {r["seed"]: r for r in dgm},
+                           {r["seed"]: r for r in greedy}))
+    lines += ["", measured(runs, arms)]
     return "\n".join(lines) + "\n"
 
 
-def paired(a: dict[int, float], b: dict[int, float]) -> str:
-    """The paired difference over seeds with its standard error, and whether it clears 2 SE."""
-    diffs = [a[k] - b[k] for k in sorted(a) if k in b]
-    if len(diffs) < 2:
-        return f"difference {statistics.fmean(diffs):+.4f} over {len(diffs)} seed: no error estimate"
-    se = statistics.stdev(diffs) / len(diffs) ** 0.5
-    mean = statistics.fmean(diffs)
-    word = "beyond noise (> 2 SE)" if abs(mean) > 2 * se else "within noise (< 2 SE)"
-    return f"paired difference {mean:+.4f}, SE {se:.4f} over {len(diffs)} seeds: {word}"
+def seed_draws_of(runs: list[dict[str, Any]], seed: int) -> list[float]:
+    """The seed agent's salted draws of ``seed`` (its mean alone in figures from before draws were kept)."""
+    r = next(r for r in runs if r["seed"] == seed)
+    return list(r.get("seed_draws") or [r["seed_final"]])
 
 
-def cause(beats_seed: bool, beats_greedy: bool | None, runs: list[dict[str, Any]]) -> str:
-    """Why the claim holds or not, from what the runs measured (depth, breadth, failures, spread)."""
-    def arm_mean(arm: str, key: str) -> float | None:
-        vals = [float(r[key]) for r in runs if r["arm"] == arm]
-        return statistics.fmean(vals) if vals else None
+def claim(what: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]]) -> str:
+    """One claim line: **holds** when the interval of the difference lies above 0, **holds in
+    the mean** when only its mean is above 0, **does not hold** otherwise. Over seeds the
+    difference is paired (one per seed; two-stage bootstrap: seeds, then each seed's salted
+    draws); with one seed it is the difference of the two agents' draws (independent resampling)."""
+    keys = sorted(set(a) & set(b))
+    if len(keys) >= 2:
+        d = paired_difference([(x[k].get("final_draws") or [x[k]["final"]], y[k].get("final_draws") or [y[k]["final"]])
+                               for k in keys for x, y in [(a, b)]])
+        mean, lo, hi = d.estimate, d.lo, d.hi
+        over = f"over {len(keys)} seeds (seeds, then draws, resampled)"
+    else:
+        d = difference(a[keys[0]]["final_draws"], b[keys[0]]["final_draws"])
+        mean, lo, hi = d.estimate, d.lo, d.hi
+        over = f"over {d.n_a} and {d.n_b} draws of one seed"
+    verdict = verdict_word(mean, lo, hi)
+    span = "no interval" if lo is None or hi is None else f"90 % interval [{lo:+.4f}, {hi:+.4f}]"
+    noise = "" if lo is None or hi is None else ": within noise" if lo <= 0 <= hi else ": beyond noise"
+    means = " vs ".join(f"{statistics.fmean(x[k]['final'] for k in keys):.4f}" for x in (a, b))
+    return f"- {what}: **{verdict}** ({means}; difference {mean:+.4f}, {span} {over}{noise})"
 
-    notes = []
-    gen_d, gen_g = arm_mean("dgm", "best_generation"), arm_mean("greedy", "best_generation")
-    par_d, par_g = arm_mean("dgm", "parents"), arm_mean("greedy", "parents")
-    spread = [r["final"] for r in runs if r["arm"] == "dgm"]
-    sd = statistics.stdev(spread) if len(spread) > 1 else 0.0
-    if not beats_seed:
-        notes.append("The archive's best agent did not beat the seed agent: it is the best on the scoring tasks, "
-                     "where one scoring per agent is a noisy sample, so selection can keep a lucky agent rather "
-                     "than a better operator.")
-    if beats_greedy is False and gen_d is not None and gen_g is not None:
-        notes.append(f"Greedy was not beaten. Measured cause: depth against breadth at this budget. The "
-                     f"archive's 1/(1+children) bonus spread its children over {par_d:.1f} parents on average "
-                     f"(greedy: {par_g:.1f}), so its best agent is {gen_d:.1f} self-edits from the seed against "
-                     f"greedy's {gen_g:.1f}; the knobs that help (`TRIES`, `USE_EVALUATE`, `CHAIN`) are reached "
-                     "by accumulating edits, which greedy does faster. DGM's stepping stones pay off over far "
-                     "longer runs (about two weeks of compute per DGM run) than 2 cores afford here.")
-    if beats_greedy and gen_d is not None and gen_g is not None:
-        notes.append(f"The archive spread its children over {par_d:.1f} parents on average (greedy: {par_g:.1f}); "
-                     f"its best agent is {gen_d:.1f} self-edits from the seed (greedy's: {gen_g:.1f}). Greedy "
-                     "stalls once its best agent is a lucky scoring that no child beats; the archive keeps "
-                     "expanding other agents.")
-    notes.append("Every agent is scored once on 2 scoring tasks with 4 calls each, so an agent's score is a "
-                 "noisy sample and the best-by-score agent is partly a lucky one; the held-out gains are small "
-                 "(a few hundredths of the possible improvement).")
-    notes.append(f"Seed-to-seed spread of the archive's final held-out figure: sd {sd:.4f}; differences of that "
-                 "size are within noise.")
-    return " ".join(notes)
+
+def verdict_word(mean: float, lo: float | None, hi: float | None) -> str:
+    """``holds`` / ``holds in the mean`` / ``does not hold`` from a difference and its interval."""
+    if lo is not None and lo > 0:
+        return "holds"
+    if mean > 0:
+        return "holds in the mean"
+    return "does not hold"
+
+
+def measured(runs: list[dict[str, Any]], arms: list[str]) -> str:
+    """What the runs measured, per arm, in numbers only."""
+    parts = []
+    for arm in arms:
+        rs = [r for r in runs if r["arm"] == arm]
+        finals = [r["final"] for r in rs]
+        sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
+        parts.append(f"{arm}: best agent {statistics.fmean(r['best_generation'] for r in rs):.1f} self-edits from "
+                     f"the seed, {statistics.fmean(r['parents'] for r in rs):.1f} parents expanded, "
+                     f"{statistics.fmean(r['failed'] for r in rs):.1f} failed children, final held-out figure "
+                     f"sd {sd:.4f} over {len(rs)} seeds")
+    draws = [v for vs in {r["seed"]: r.get("seed_draws", []) for r in runs}.values() for v in vs]  # once per seed
+    if len(draws) > 1:
+        parts.append(f"seed agent: held-out draws sd {statistics.stdev(draws):.4f} over {len(draws)} salted scorings")
+    return "Measured: " + "; ".join(parts) + "."
 
 
 def plot(path: Path, arms: list[str], runs: list[dict[str, Any]], seed_final: dict[int, float],

@@ -70,6 +70,10 @@ class ScoringSettings:
         tokens: Tokens one agent call may spend on ``tools.generate``.
         wall_s: Seconds one agent call may take (its process tree is killed after that).
         memory_mb: Memory cap of the agent's processes.
+        heldout_draws: Scorings of the best agent and of the seed agent on the held-out tasks
+            behind the run summary's verdict (each draw uses other mutation draws; the draw
+            stored during the run is the first). Their difference is reported with a
+            bootstrap interval (:mod:`qdevolve.agents.interval`); 1 gives no interval.
     """
 
     iterations: int = 3
@@ -78,6 +82,7 @@ class ScoringSettings:
     tokens: int = 32_000
     wall_s: float = 30.0
     memory_mb: int = 512
+    heldout_draws: int = 6
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], where: str = "run.executor_options") -> ScoringSettings:
@@ -92,6 +97,8 @@ class ScoringSettings:
             raise ConfigError(f"{where}: {exc}") from None
         if out.iterations < 1 or out.calls < 0 or out.evaluations < 0 or out.wall_s <= 0:
             raise ConfigError(f"{where}: iterations must be >= 1, calls and evaluations >= 0, wall_s > 0")
+        if not 1 <= out.heldout_draws <= 1000:
+            raise ConfigError(f"{where}: heldout_draws must be between 1 and 1000, got {out.heldout_draws}")
         return out
 
 

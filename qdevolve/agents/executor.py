@@ -25,6 +25,7 @@ reaches it within the same ``calls``/``tokens`` budget; offline it raises ``Tool
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -75,6 +76,7 @@ class AgentExecutor:
         self._seed_scores: dict[str, float] = {}
         self._lock = threading.Lock()
         self.backend: Any = None
+        self._last_job: EvalJob | None = None
 
     def use_backend(self, backend: Any) -> None:
         """Give the agents the run's generation backend (``tools.generate`` while scoring);
@@ -93,20 +95,22 @@ class AgentExecutor:
     def submit(self, job: EvalJob) -> Future[EvalOutcome]:
         return self._pool.submit(self._run, job)
 
-    def _sandbox(self, job: EvalJob) -> Any:
+    def _sandbox(self, spec: dict[str, Any]) -> Any:
         me = threading.get_ident()
         with self._lock:
             box = self._boxes.get(me)
         if box is None:
-            box = make_sandbox(job.sandbox)
+            box = make_sandbox(spec)
             with self._lock:
                 self._boxes[me] = box
         return box
 
     def _run(self, job: EvalJob) -> EvalOutcome:
         worker = f"agents:{threading.current_thread().name}"
+        with self._lock:
+            self._last_job = job  # the held-out draws of the summary score on the same benchmark and sandbox
         try:
-            box = self._sandbox(job)
+            box = self._sandbox(job.sandbox)
             first = box.evaluate(job.program, job.evaluator, job.limits, cascade_thresholds=job.cascade_thresholds)
             if not first.ok:
                 first.error = f"agent {job.program.id[:12]}: first stage: {first.error}"
@@ -125,10 +129,46 @@ class AgentExecutor:
         return EvalOutcome(result=result, worker=worker)
 
     def summary_rows(self, store: Any, run_id: str) -> list[tuple[str, str]]:
-        """The end-of-run rows: does the best agent beat the seed agent on the held-out tasks?"""
+        """The end-of-run rows: the best agent minus the seed agent on the held-out tasks, over
+        ``heldout_draws`` scorings of each (the stored one and fresh draws), with its interval."""
         from qdevolve.agents.summary import agent_rows
 
-        return agent_rows(store, run_id)
+        draws = self.settings.heldout_draws
+        with self._lock:
+            job = self._last_job
+        if job is None or draws < 2:
+            return agent_rows(store, run_id)
+        try:
+            return agent_rows(store, run_id, draws=draws, rescore=lambda jobs: self.rescore_heldout(job, jobs))
+        except Exception as exc:  # the run is stored: report the stored draw and why there are no others
+            return [*agent_rows(store, run_id),
+                    ("held-out draws", f"not scored ({type(exc).__name__}: {str(exc)[:300]}); the verdict above "
+                                       "is the run's one stored draw")]
+
+    def rescore_heldout(self, job: EvalJob, jobs: list[tuple[str, int]]) -> list[float]:
+        """Each ``(agent code, draw)``'s mean normalised improvement on the held-out tasks,
+        scored with the draw's own mutation draws (salt ``heldout-draw-<d>``; the run's own
+        scoring is draw 0), ``slots`` at a time. A scoring that fails counts as 0."""
+        tasks = [dataclasses.replace(t, heldout=False) for t in self.tasks_for(job.evaluator) if t.heldout]
+        if not tasks or not jobs:
+            return [0.0] * len(jobs)
+
+        def one(code: str, draw: int) -> float:
+            scorer = AgentScorer(tasks, self.settings, self._sandbox(job.sandbox), job.sandbox, job.limits,
+                                 seed_scores=self._seed_scores, salt=f"heldout-draw-{draw}", backend=self.backend)
+            result = scorer.score(code)
+            return float(result.score) if result.ok and result.score is not None else 0.0
+
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        what = f"scoring the best and the seed agent on the held-out tasks: {len(jobs)} more draws"
+        futures = [self._pool.submit(one, code, draw) for code, draw in jobs]
+        if console.is_terminal:
+            with console.status(what + " ..."):
+                return [f.result() for f in futures]
+        console.print(what, highlight=False)
+        return [f.result() for f in futures]
 
     def close(self) -> None:
         """Wait for running scorings, then close every slot's sandbox."""

@@ -15,6 +15,7 @@ without a snapshot replay everything. Stored names are printed through :mod:`qde
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,36 @@ def _grid_matrix(arc: Any) -> tuple[Any, list[str], tuple[float, float, float, f
     return mat, list(first.feature_dimensions), extent
 
 
+def _colorbar(fig: Any, ax: Any, mappable: Any, values: Any, label: str) -> Any:
+    """A colour bar whose ticks read the scores themselves (no offset such as ``+1.6``) and
+    whose label gives the lowest and highest value; when
+    every value is the same, one tick at that value and a label that says so, rather than a
+    made-up range around it."""
+    import numpy as np
+    from matplotlib.ticker import ScalarFormatter
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size and v.min() == v.max():
+        x = float(v[0])
+        pad = max(abs(x), 1.0) * 0.05
+        mappable.set_clim(x - pad, x + pad)
+        bar = fig.colorbar(mappable, ax=ax, ticks=[x], label=f"{label} (every value is {x:.6g})")
+        bar.ax.set_yticklabels([f"{x:.6g}"])
+        return bar
+    span = ""
+    if v.size:
+        lo, hi = float(v.min()), float(v.max())
+        digits = min(12, max(4, math.ceil(math.log10(max(abs(lo), abs(hi)) / (hi - lo))) + 2))  # tell them apart
+        span = f" ({lo:.{digits}g} to {hi:.{digits}g})"
+    bar = fig.colorbar(mappable, ax=ax, label=label + span)
+    fmt = ScalarFormatter(useOffset=False)
+    fmt.set_powerlimits((-4, 5))
+    bar.formatter = fmt
+    bar.update_ticks()
+    return bar
+
+
 def archive_figure(run: dict[str, Any], rep: Replay) -> Any:
     """The ``archive plot`` figure: the grid (axes in feature units) or the elites, and progress."""
     import matplotlib
@@ -185,7 +216,7 @@ def archive_figure(run: dict[str, Any], rep: Replay) -> Any:
     if grid is not None:
         mat, names, extent = grid
         im = ax_map.imshow(mat, origin="lower", aspect="auto", cmap="viridis", extent=extent)
-        fig.colorbar(im, ax=ax_map, label="best score")
+        _colorbar(fig, ax_map, im, mat, "best score")
         unit = "" if extent is not None else " (bin)"  # ranges unknown (nothing admitted): bin indices
         ax_map.set_xlabel(_safe(f"{names[0]}{unit}"))
         ax_map.set_ylabel(_safe(f"{names[1]}{unit}"))
@@ -197,7 +228,7 @@ def archive_figure(run: dict[str, Any], rep: Replay) -> Any:
             xs = [e.features[dims[0]] for e in elites]
             ys = [e.features[dims[1]] for e in elites]
             sc = ax_map.scatter(xs, ys, c=[e.score for e in elites], cmap="viridis", s=18)
-            fig.colorbar(sc, ax=ax_map, label="score")
+            _colorbar(fig, ax_map, sc, [e.score for e in elites], "score")
             ax_map.set_xlabel(_safe(dims[0]))
             ax_map.set_ylabel(_safe(dims[1]))
             ax_map.set_title(f"elites ({arc.stats()['archive']})")

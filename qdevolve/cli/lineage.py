@@ -154,6 +154,9 @@ def _levels(store: LineageStore, run_id: str, starts: list[tuple[Any, ...]], dep
         for pid, (items, n) in streams.children_of(store, todo, top).items():
             kids[pid] = ([_tuple(k) for k in items], n)
         frontier = [k[0] for pid in todo for k in kids[pid][0]]
+    last = [pid for pid in dict.fromkeys(frontier) if pid not in kids]
+    for pid, (_items, n) in streams.children_of(store, last, 1).items():  # the cut level: counts only
+        kids[pid] = ([], n)
     return kids, {}
 
 
@@ -197,6 +200,9 @@ def _walk(lines: _Lines, roots: list[Node], more_roots: int, depth: int, top: in
                 path.discard(pid)
                 if len(buf) >= lines.block:
                     lines.flush()
+            elif level >= depth and (cut := len(kids or ()) + node[2]) > 0:  # the tree stops here: say so
+                app(f"{below}└── ... +{cut} {'child' if cut == 1 else 'children'} below, cut at --depth {depth} "
+                    f"(--depth {depth + 1} or --root {node[3][:12]} shows them)")
         if more > 0:
             app(f"{inner}└── ... {more}{rest}")
 

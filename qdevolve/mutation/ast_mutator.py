@@ -19,9 +19,12 @@ Each child applies 1..``max_edits`` edits, drawn with probability proportional t
 
 Edits happen only inside ``EVOLVE-BLOCK`` regions (the whole program when it has no
 markers); a region that does not parse on its own is left alone. Edited regions are
-dedented, parsed, edited, written back with :func:`ast.unparse` and re-indented with their
-original margin, so everything outside the regions stays byte-identical (comments inside an
-edited region are lost; untouched regions keep their text). A child is kept only when the
+dedented, parsed and edited; the edit is written back as a textual patch of the region
+(:func:`~qdevolve.mutation._ast_patch.patch_source`: only the changed expression or the moved,
+copied or removed statement lines are rewritten), so every byte outside the edited lines stays
+as it was, comments and formatting included. Only when a patch would not parse back to the
+edited tree is the whole region written with :func:`ast.unparse` and re-indented with its
+original margin (its comments then lost); text outside the regions is never touched. A child is kept only when the
 whole program compiles, the region text round-trips to the edited tree, and the program
 differs from the parent and from the other children; otherwise another set of edits is
 drawn, up to ``max_attempts`` times.
@@ -48,6 +51,7 @@ import numpy as np
 
 from qdevolve import registry
 from qdevolve.errors import ConfigError
+from qdevolve.mutation._ast_patch import patch_source
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.blocks import find_blocks, splice_blocks
 from qdevolve.types import Program
@@ -247,8 +251,7 @@ class ASTMutation:
                 if ast.dump(tree) == r.dump:
                     continue
                 changed = True
-                text = _reindent(ast.unparse(tree), r.margin)
-                new_bodies[r.index] = text + "\n" if text else ""
+                new_bodies[r.index] = self._write(bodies[r.index], r, tree)
             why = self._check(code, new_bodies, regions, trees, changed, exclude)
             if isinstance(why, str):
                 reasons[why] = reasons.get(why, 0) + 1
@@ -256,6 +259,23 @@ class ASTMutation:
             return why[0], edits, None
         summary = ", ".join(f"{k} x{v}" for k, v in sorted(reasons.items()))
         return None, [], f"ast mutation: no valid child in {self.max_attempts} attempts ({summary})"
+
+    @staticmethod
+    def _write(body: str, region: _Region, tree: ast.Module) -> str:
+        """The region's new text: a patch of its own text where that parses back to ``tree``,
+        else the whole region unparsed (comments inside it then lost)."""
+        want = ast.dump(tree)
+        for parenthesize in (False, True):
+            text = patch_source(body, region.source, ast.parse(region.source), tree, parenthesize=parenthesize)
+            if text is None:
+                break
+            try:
+                if ast.dump(ast.parse(_dedent(text, region.margin))) == want:
+                    return text
+            except SyntaxError:
+                continue
+        text = _reindent(ast.unparse(tree), region.margin)
+        return text + "\n" if text else ""
 
     def _check(self, code: str, new_bodies: list[str], regions: list[_Region], trees: list[ast.Module],
                changed: bool, exclude: set[str]) -> str | tuple[str]:

@@ -113,14 +113,56 @@ def _agent(op: str, score: float | None, heldout: float, status: str = "ok") -> 
             EvalResult(status=status, score=score, metrics={"heldout/a": heldout, "heldout/b": heldout}))
 
 
-def test_the_summary_compares_the_best_agent_with_the_seed_on_heldout_tasks() -> None:
-    rows = [_agent("seed", 0.1, 0.2), _agent("self", 0.3, 0.5), _agent("self", 0.2, 0.9),
-            _agent("self", None, 0.0, status="error")]
-    cmp = heldout_comparison(_Store(rows), "r")
-    assert cmp is not None and cmp.best_id == rows[1][0].id  # the best by score, not by held-out
+def _draws(values: dict[str, list[float]], calls: list[list[tuple[str, int]]]):
+    """A rescore that answers each agent's draws from ``values`` (keyed by its code) and records
+    what it was asked."""
+    def rescore(jobs: list[tuple[str, int]]) -> list[float]:
+        calls.append(list(jobs))
+        return [values[code][d - 1] for code, d in jobs]
+
+    return rescore
+
+
+def test_the_verdict_is_best_minus_seed_with_an_interval_over_draws() -> None:
+    seed, best = _agent("seed", 0.1, 0.20), _agent("self", 0.3, 0.50)
+    rows = [seed, best, _agent("self", 0.2, 0.9), _agent("self", None, 0.0, status="error")]
+    calls: list[list[tuple[str, int]]] = []
+    rescore = _draws({best[0].code: [0.52, 0.48, 0.51, 0.49], seed[0].code: [0.21, 0.19, 0.22, 0.18]}, calls)
+    cmp = heldout_comparison(_Store(rows), "r", draws=5, rescore=rescore)
+    assert cmp is not None and cmp.best_id == best[0].id  # the best by score, not by held-out
+    assert calls == [[(best[0].code, d) for d in range(1, 5)] + [(seed[0].code, d) for d in range(1, 5)]]
+    assert cmp.best_draws == (0.5, 0.52, 0.48, 0.51, 0.49) and cmp.seed_draws == (0.2, 0.21, 0.19, 0.22, 0.18)
+    d = cmp.difference
+    assert d is not None and abs(d.estimate - 0.3) < 1e-12 and 0 < d.lo < 0.3 < d.hi
     assert cmp.beats_seed is True
-    assert cmp.verdict().startswith("best agent beats the seed agent on the held-out tasks: 0.5000 vs 0.2000")
-    worse = heldout_comparison(_Store([_agent("seed", 0.1, 0.6), _agent("self", 0.3, 0.5)]), "r")
-    assert worse is not None and worse.verdict().startswith("best agent did not beat the seed agent")
-    alone = heldout_comparison(_Store([_agent("seed", 0.1, 0.6), _agent("self", 0.05, 0.9)]), "r")
-    assert alone is not None and alone.verdict().startswith("did not beat the seed agent: no child agent")
+    text = cmp.verdict()
+    assert text.startswith(f"best − seed agent: +0.3000, 90 % interval [{d.lo:+.4f}, {d.hi:+.4f}] over 5 draws "
+                           "each: beyond noise (best 0.5000, seed 0.2000;"), text
+    assert "%" not in text.replace("90 %", "")  # a difference, never a percentage of the seed's figure
+
+
+def test_a_difference_inside_the_noise_is_called_so_and_does_not_beat_the_seed() -> None:
+    seed, best = _agent("seed", 0.01, 0.02), _agent("self", 0.3, 0.05)
+    rescore = _draws({best[0].code: [0.0, 0.04, 0.01], seed[0].code: [0.06, 0.0, 0.03]}, [])
+    cmp = heldout_comparison(_Store([seed, best]), "r", draws=4, rescore=rescore)
+    assert cmp is not None and cmp.difference is not None and cmp.difference.within_noise is True
+    assert cmp.beats_seed is False
+    assert ": within noise (best 0.0250, seed 0.0275;" in cmp.verdict(), cmp.verdict()
+
+
+def test_the_seed_agent_alone_and_a_single_draw() -> None:
+    seed = _agent("seed", 0.1, 0.2)
+    calls: list[list[tuple[str, int]]] = []
+    alone = heldout_comparison(_Store([seed]), "r", draws=3, rescore=_draws({seed[0].code: [0.1, 0.3]}, calls))
+    assert calls == [[(seed[0].code, 1), (seed[0].code, 2)]]  # one agent: scored once per draw
+    assert alone is not None and alone.difference is None and alone.beats_seed is None
+    text = alone.verdict()
+    assert text.startswith("seed agent alone (no child agent evaluated): held-out 0.2000, 90 % interval [0.1"), text
+    assert text.endswith("over 3 draws (mean normalised improvement on a, b)")
+    kept = heldout_comparison(_Store([seed, _agent("self", 0.05, 0.9)]), "r", draws=3,
+                              rescore=_draws({seed[0].code: [0.1, 0.3]}, []))
+    assert kept is not None and kept.verdict().startswith(
+        "the best agent is the seed agent (none of 1 child agents scored above it on the scoring tasks)")
+    one = heldout_comparison(_Store([seed, _agent("self", 0.3, 0.5)]), "r")  # the stored draw only
+    assert one is not None and one.verdict().startswith("best − seed agent: +0.3000 over 1 draws each: no interval")
+    assert one.beats_seed is None

@@ -201,4 +201,5 @@ def test_broken_child_agents_get_error_evaluations_and_the_run_goes_on(tmp_path:
     assert run["status"] == "finished" and summary.stop_reason == "budget"
     assert children and all(r is not None and r.status == "error" for _, r in children)
     assert all("first stage" in (r.error or "") for _, r in children)
-    assert dict(summary.extra_rows)["held-out"].startswith("did not beat the seed agent")
+    assert dict(summary.extra_rows)["held-out"].startswith(
+        "the best agent is the seed agent (none of 3 child agents scored above it on the scoring tasks): held-out ")

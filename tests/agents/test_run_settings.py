@@ -258,3 +258,35 @@ def propose(task, parent, feedback, tools):
     seen = json.loads(out.child.rsplit("\n# ", 1)[1])
     for path in paths:
         assert seen[path] in ("FileNotFoundError", "PermissionError", "NotADirectoryError"), (path, seen[path])
+
+
+def test_held_out_draws_that_cannot_be_scored_leave_the_stored_verdict_and_say_why(example: Path) -> None:
+    """The run is stored before its summary: when the further held-out draws fail (here the
+    example lost a held-out task after the run), the summary keeps the stored draw's verdict
+    and names the failure instead of failing the run."""
+    from qdevolve.errors import ConfigError
+    from qdevolve.evolve.executors import EvalJob
+    from qdevolve.types import EvalResult, Program
+
+    seed = Program(code=(example / "initial_program.py").read_text(), operator="seed")
+    child = Program(code=seed.code + "\n# child\n", operator="self")
+    rows = [(seed, EvalResult(score=0.1, metrics={"bowl": 0.1, "heldout/line_fit": 0.2})),
+            (child, EvalResult(score=0.3, metrics={"bowl": 0.3, "heldout/line_fit": 0.4}))]
+
+    class Store:
+        def iter_evaluated(self, run_id: str):
+            return ((i, p, r) for i, (p, r) in enumerate(rows))
+
+    ex = registry.executor.create({"type": "agents", "tasks": {"bowl": {}, "line_fit": {"heldout": True}},
+                                   "heldout_draws": 3}, slots=1)
+    try:
+        ex._last_job = EvalJob(program=seed, evaluator=example / "evaluator.py", limits=None,
+                               sandbox={"type": "local"})
+        shutil.rmtree(example / "tasks" / "line_fit")
+        got = dict(ex.summary_rows(Store(), "r"))
+    finally:
+        ex.close()
+    assert got["held-out"].startswith("best − seed agent: +0.2000 over 1 draws each: no interval"), got
+    assert got["held-out draws"].startswith("not scored (ConfigError: run.executor_options.tasks.line_fit: "), got
+    with pytest.raises(ConfigError, match="heldout_draws must be between 1 and 1000"):
+        registry.executor.create({"type": "agents", "tasks": ["bowl"], "heldout_draws": 0}, slots=1)

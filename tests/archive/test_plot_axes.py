@@ -52,3 +52,37 @@ def test_running_ranges_give_the_observed_extent() -> None:
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def _colour_bar(fig: object) -> tuple[str, list[str]]:
+    """The colour bar's label and tick labels, as drawn."""
+    fig.canvas.draw()
+    bar = fig.axes[0].get_images()[0].colorbar.ax  # the map's colour bar
+    return bar.get_ylabel(), [t.get_text() for t in bar.get_yticklabels() if t.get_text()]
+
+
+def test_the_colour_bar_reads_the_scores_lowest_and_highest() -> None:
+    arc = registry.archive.create({"type": "map_elites", "feature_dimensions": ["fill_cv", "bins_used"],
+                                   "bins": [4, 5], "ranges": [[0.0, 0.5], [10, 60]]})
+    _add(arc, 0.1, 20, 1.60012)
+    _add(arc, 0.45, 55, 1.60047)  # close scores: no offset such as "+1.6" with ticks reading 0 ... 0
+    fig = archive_figure({"id": "r" * 12, "name": "bp"}, _rep(arc))
+    label, ticks = _colour_bar(fig)
+    assert label == "best score (1.60012 to 1.60047)", label  # digits enough to tell the two apart
+
+    assert len(set(ticks)) == len(ticks) >= 2 and all(float(t.replace("−", "-")) > 1.5 for t in ticks), ticks
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_a_single_value_is_labelled_as_one_value_not_a_range() -> None:
+    arc = registry.archive.create({"type": "map_elites", "feature_dimensions": ["fill_cv", "bins_used"],
+                                   "bins": [4, 5], "ranges": [[0.0, 0.5], [10, 60]]})
+    _add(arc, 0.1, 20, 0.0)
+    fig = archive_figure({"id": "r" * 12, "name": "bp"}, _rep(arc))
+    label, ticks = _colour_bar(fig)
+    assert label == "best score (every value is 0)" and ticks == ["0"], (label, ticks)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

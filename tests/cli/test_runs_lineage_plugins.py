@@ -84,6 +84,29 @@ def test_tree_is_bounded_and_labelled(db: tuple[Path, dict[str, Program]]) -> No
     assert "policy=v1" in out and "policy=-" in out
 
 
+@pytest.mark.parametrize("whole_run", [False, True])
+def test_tree_says_where_depth_cuts_it(db: tuple[Path, dict[str, Program]], whole_run: bool,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node whose children lie below --depth gets a marker line with their count, on both
+    the level-by-level path and the whole-run pass of a large run; a leaf gets none."""
+    import qdevolve.cli.lineage as lineage_cli
+
+    if whole_run:
+        monkeypatch.setattr(lineage_cli, "_WIDE", 0)
+    path, P = db
+    lines = invoke("lineage", "tree", "--db", str(path), "--depth", "1").splitlines()
+    at = {k: next(i for i, ln in enumerate(lines) if P[k].id[:10] in ln) for k in "ab"}
+    assert lines[at["a"] + 1].endswith(f"└── ... +2 children below, cut at --depth 1 "
+                                       f"(--depth 2 or --root {P['a'].id[:12]} shows them)"), lines
+    assert "+1 child below, cut at --depth 1" in lines[at["b"] + 1], lines
+    assert sum("cut at --depth" in ln for ln in lines) == 2
+    lines = invoke("lineage", "tree", "--db", str(path), "--depth", "0").splitlines()
+    assert lines[-1].endswith(f"+2 children below, cut at --depth 0 (--depth 1 or --root {P['s'].id[:12]} "
+                              "shows them)"), lines
+    full = invoke("lineage", "tree", "--db", str(path), "--depth", "5")
+    assert "cut at --depth" not in full and P["e"].id[:10] in full
+
+
 def test_show_prints_code_result_and_diff(db: tuple[Path, dict[str, Program]]) -> None:
     path, P = db
     out = invoke("lineage", "show", "e0", "--db", str(path))
@@ -195,8 +218,10 @@ def test_tree_of_a_100k_program_run_is_fast_and_bounded(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - t
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    # header + at most 1 + 4 + 16 + 64 nodes, plus at most one "... N more" per expanded node
-    assert 1 + 1 + 4 < len(lines) <= 1 + 85 + 21, len(lines)
+    # header + at most 1 + 4 + 16 + 64 nodes, plus at most one "... N more" per expanded node and one
+    # "cut at --depth" marker per node of the last level
+    assert 1 + 1 + 4 < len(lines) <= 1 + 85 + 21 + 64, len(lines)
+    assert any("children below, cut at --depth 3" in line for line in lines)
     assert sum("score=" in line for line in lines) <= 85
     n_seed_children = sum(1 for p in progs if p.parent_ids == (progs[0].id,))
     assert n_seed_children > 4  # uniform attachment: about ln(100000) = 11.5 expected

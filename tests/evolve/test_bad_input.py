@@ -86,7 +86,6 @@ class Explodes:
 '''
 
 OPTION_CASES = {
-    "iterations_zero": (["--iterations", "0"], "iterations"),
     "iterations_negative": (["--iterations", "-3"], "iterations"),
     "workers_zero": (["--workers", "0"], "workers"),
     "wall_time_negative": (["--wall-time", "-1"], "wall time"),

@@ -167,3 +167,55 @@ def test_the_summary_table_shows_long_values_whole_in_80_columns(tmp_path: Path)
     assert "\u2026" not in table, table
     values = "".join("".join(ln.split("\u2502")[2].split()) for ln in table.splitlines() if ln.count("\u2502") == 3)
     assert str(db) in values and f"{model}:3calls" in values, table  # compared without the wrapping's spaces
+
+
+def test_progress_outside_a_terminal_is_whole_lines_never_cut() -> None:
+    """Piped (``make run | cat``), a 40-column console: each line gives the whole count, the
+    budget and every failure status; a line per tenth of the budget and one at the end."""
+    from collections import Counter
+
+    from qdevolve.evolve.report.display import ProgressDisplay
+
+    led = RunLedger(budget=2000)
+    led.best_score = 1.23456
+    out = io.StringIO()
+    console = Console(file=out, width=40)  # a file: not a terminal
+    with ProgressDisplay(led, console=console, stats=lambda: {"coverage": 0.406}) as refresh:
+        for n in range(1, 1137):
+            led.evaluated = n
+            led.by_status = Counter({"ok": n - n // 10 - n // 50, "error": n // 10, "timeout": n // 50})
+            refresh()
+    lines = [ln for ln in out.getvalue().splitlines() if ln]
+    assert all(ln.startswith("evolving ") for ln in lines), lines
+    counts = [re.match(r"evolving (\d+)/2000 \(", ln).group(1) for ln in lines]
+    assert counts == ["200", "400", "600", "800", "1000", "1136"], lines
+    assert lines[-1].startswith("evolving 1136/2000 (56.8%) ") and "best 1.235 cov 40.6%" in lines[-1]
+    assert "| fail error:113 timeout:22 " in lines[-1] and "\u2026" not in out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_piped_run_prints_whole_progress_lines(tmp_path: Path) -> None:
+    ex = write_example(tmp_path / "tiny")
+    proc = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(tmp_path / "p.sqlite"), "--iterations", "20",
+                           "--workers", "1"], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "COLUMNS": "30"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("evolving")]
+    assert lines and lines[-1].startswith("evolving 20/20 (100.0%) "), proc.stderr
+    assert all(re.match(r"evolving \d+/20 \(\d+\.\d%\) \S+ ev/s best ", ln) for ln in lines), lines
+    assert "\u2026" not in proc.stderr
+
+
+def test_the_gain_is_no_percentage_of_a_near_zero_seed_score() -> None:
+    """The agents example's seed scores 0.014 and its best 0.32: "+2210 %" says nothing; the
+    summary gives the absolute gain alone, and a percentage where the seed is not near 0."""
+    def gain_row(seed: float, best: float) -> str:
+        summary = RunSummary(run_id="r" * 32, db="x.sqlite", evaluations=2, budget=1, seed_score=seed,
+                             best_score=best, best_program_id=None, by_status={"ok": 2}, elapsed_s=1.0)
+        out = io.StringIO()
+        print_summary(summary, Console(file=out, width=120))
+        return next(ln for ln in out.getvalue().splitlines() if "gain over seed" in ln)
+
+    assert "+0.308647 " in gain_row(0.0139606, 0.322608) and "%" not in gain_row(0.0139606, 0.322608)
+    assert "+0.5 (+50.00%)" in gain_row(1.0, 1.5)
+    assert "%" not in gain_row(0.0, 0.25)

@@ -144,3 +144,85 @@ def test_empty_database_page_follows_the_first_run(page: Page, tmp_path: Path) -
         _clean(page, s)
     finally:
         s.stop()
+
+
+def _heat_scale(page: Page, url: str) -> tuple[str, dict[str, Any]]:
+    page.navigate(url, wait_for="document.body.dataset.archiveReady")
+    caption = page.evaluate("document.getElementById('heat-scale').textContent")
+    vm = page.evaluate("(() => { const v = echarts.getInstanceByDom(document.getElementById('heatmap'))"
+                       ".getOption().visualMap[0]; return {min: v.min, max: v.max, precision: v.precision,"
+                       " text: v.text, calculable: v.calculable}; })()")
+    return caption, vm
+
+
+@pytest.mark.slow
+def test_the_heatmap_scale_reads_the_lowest_and_highest_score(page: Page, server: Server,
+                                                              view_db: dict[str, Any]) -> None:
+    """The colour scale's ends are the filled cells' lowest and highest scores, with decimals
+    enough to tell them apart (echarts draws them with ``precision`` decimals: 0 reads "0 ... 0")."""
+    rid = view_db["run_id"]
+    scores = [c["score"] for c in server.json(f"/api/runs/{rid}/archive")["grid"]["cells"]]
+    lo, hi = min(scores), max(scores)
+    assert hi > lo
+    caption, vm = _heat_scale(page, f"{server.url}/runs/{rid}/archive")
+    p = vm["precision"]
+    assert round(hi - lo, p) > 0 and 10 ** -p <= (hi - lo) / 10  # the labels resolve the range
+    assert caption == f"colour: best score per cell, from {lo:.{p}f} (lowest) to {hi:.{p}f} (highest)", caption
+    assert vm["min"] == lo and vm["max"] == hi and vm["text"] == [f"{hi:.{p}f} best", f"score {lo:.{p}f}"]
+    _clean(page, server)
+
+
+@pytest.mark.slow
+def test_a_single_filled_cell_is_labelled_as_one_value(page: Page, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "one.sqlite"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(root / "examples" / "function_minimization"),
+                           "--iterations", "0", "--no-progress", "--db", str(db)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    s = Server(db)
+    try:
+        rid = run_id_of(db)
+        (cell,) = s.json(f"/api/runs/{rid}/archive")["grid"]["cells"]
+        caption, vm = _heat_scale(page, f"{s.url}/runs/{rid}/archive")
+        p = vm["precision"]
+        assert caption == f"colour: every filled cell scores {cell['score']:.{p}f}", caption
+        assert p >= 3 - len(str(int(abs(cell["score"])))) and vm["calculable"] is False
+        assert vm["text"] == ["", f"every cell {cell['score']:.{p}f}"]
+        _clean(page, s)
+    finally:
+        s.stop()
+
+
+@pytest.mark.slow
+def test_where_the_node_limit_cuts_the_tree_a_leaf_says_how_many_are_deeper(page: Page, server: Server,
+                                                                           view_db: dict[str, Any]) -> None:
+    rid = view_db["run_id"]
+
+    def cut_leaves(limit: int) -> int:
+        nodes = server.json(f"/api/runs/{rid}/tree?limit={limit}")["nodes"]
+        parents = {n["parent"] for n in nodes}
+        return sum(1 for n in nodes if n["id"] not in parents and n["hidden"] > 0)
+
+    limit = next(k for k in range(2, 60) if cut_leaves(k))  # a limit at which a drawn leaf hides descendants
+    page.navigate(f"{server.url}/runs/{rid}?limit={limit}", wait_for="document.body.dataset.treeReady")
+    cut = page.evaluate("""(() => {
+      const out = [];
+      const walk = item => {
+        const kids = item.children || [];
+        if (item.node && !kids.length) out.push([item.node.hidden, item.label ? item.label.formatter : null]);
+        kids.forEach(walk);
+      };
+      echarts.getInstanceByDom(document.getElementById('tree')).getOption().series[0].data.forEach(walk);
+      return out;
+    })()""")
+    assert any(hidden > 0 for hidden, _ in cut), cut  # the limit left descendants out
+    for hidden, label in cut:
+        if hidden > 0:
+            assert label is not None and label.endswith(f"+{hidden} deeper"), cut
+        else:
+            assert label is None or "deeper" not in label, cut
+    _clean(page, server)

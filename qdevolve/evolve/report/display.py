@@ -17,7 +17,7 @@ from qdevolve.evolve.report.ledger import RunLedger
 from qdevolve.evolve.setup.budget import spender_line
 from qdevolve.textsafe import terminal_safe_line
 
-__all__ = ["ProgressDisplay", "print_summary"]
+__all__ = ["ProgressDisplay", "print_summary", "relative_gain"]
 
 
 @contextlib.contextmanager
@@ -32,6 +32,10 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
         yield lambda: None
         return
     console = console or Console(stderr=True)
+    if not console.is_terminal:  # a pipe or a file: whole lines, never a bar cut to the width
+        with _plain_progress(ledger, console, stats) as refresh:
+            yield refresh
+        return
     progress = Progress(
         TextColumn("[bold]evolving"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
@@ -56,6 +60,54 @@ def ProgressDisplay(ledger: RunLedger, *, enabled: bool = True, console: Console
         refresh()
 
 
+def _progress_text(ledger: RunLedger, stats: Callable[[], dict[str, Any]] | None, now: float) -> str:
+    """``evolving 1136/2000 (56.8%) 3.6 ev/s best 1.734 cov 40.6% | fail error:42 0:05:12``."""
+    best = f"{ledger.best_score:.4g}" if ledger.best_score is not None else "-"
+    fails = " ".join(f"{k}:{v}" for k, v in sorted(ledger.by_status.items()) if k != "ok")
+    cov = (stats() if stats is not None else {}).get("coverage")
+    cov_s = f" cov {100 * cov:.1f}%" if isinstance(cov, (int, float)) else ""
+    pct = f" ({100 * ledger.evaluated / ledger.budget:.1f}%)" if ledger.budget else ""
+    elapsed = int(now - ledger.started_at) if ledger.started_at else 0
+    clock = f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
+    return (f"evolving {ledger.evaluated}/{ledger.budget}{pct} {ledger.rate(now):.1f} ev/s best {best}{cov_s}"
+            + (f" | fail {fails}" if fails else "") + f" {clock}")
+
+
+@contextlib.contextmanager
+def _plain_progress(ledger: RunLedger, console: Console, stats: Callable[[], dict[str, Any]] | None,
+                    every_s: float = 30.0, steps: int = 10) -> Iterator[Callable[[], None]]:
+    """Progress for a console that is not a terminal: one whole line (never wrapped or cut)
+    at each tenth of the budget or every ``every_s`` seconds, whichever comes first, and one
+    at the end."""
+    state = {"at": time.time(), "step": 0, "shown": -1}
+
+    def line(now: float) -> None:
+        state["at"], state["shown"] = now, ledger.evaluated
+        console.print(Text(_progress_text(ledger, stats, now)), soft_wrap=True, highlight=False)
+
+    def refresh() -> None:
+        now = time.time()
+        step = steps * ledger.evaluated // ledger.budget if ledger.budget else 0
+        if step > state["step"] or now - state["at"] >= every_s:
+            state["step"] = max(step, state["step"])
+            if ledger.evaluated != state["shown"] and ledger.evaluated < ledger.budget:
+                line(now)
+
+    try:
+        yield refresh
+    finally:
+        line(time.time())
+
+
+def relative_gain(seed: float | None, gain: float) -> str:
+    """`` (+12.50%)``: the gain as a percentage of the seed score, or ``""`` when the seed
+    score is near 0 next to the gain (``|gain| > 10 |seed|``): a percentage of a near-zero
+    baseline (+2210 % for a seed of 0.014) says nothing the absolute gain does not."""
+    if not seed or abs(gain) > 10 * abs(seed):
+        return ""
+    return f" ({100 * gain / abs(seed):+.2f}%)"
+
+
 def print_summary(summary: Any, console: Console | None = None) -> None:
     """The end-of-run table: where the database is and how to inspect it."""
     console = console or Console()
@@ -71,8 +123,7 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     t.add_row("best score", "-" if summary.best_score is None else f"{summary.best_score:.6g}")
     gain = summary.gain
     if gain is not None:
-        rel = f" ({100 * gain / abs(summary.seed_score):+.2f}%)" if summary.seed_score else ""
-        t.add_row("gain over seed", f"{gain:+.6g}{rel}")
+        t.add_row("gain over seed", f"{gain:+.6g}{relative_gain(summary.seed_score, gain)}")
     if getattr(summary, "record", None):
         t.add_row("best known", terminal_safe_line(summary.record))
     t.add_row("best program", summary.best_program_id or "-")

@@ -61,7 +61,7 @@ INSPIRATION_KEYS = ("n_best", "n_diverse")
 class RunConfig:
     """Everything a run needs; stored in the run row so ``resume`` rebuilds the same run."""
 
-    iterations: int = field(default=100, metadata={"help": "Child programs to evaluate (the budget)."})
+    iterations: int = field(default=100, metadata={"help": "Child programs to evaluate (the budget; 0 evaluates the seed alone)."})
     seed: int = field(default=0, metadata={"help": "Random seed of parent selection and mutation."})
     workers: int = field(default=2, metadata={"help": "Sandbox evaluation workers."})
     wall_time_s: float | None = field(default=None, metadata={"help": "Stop after this many seconds.",

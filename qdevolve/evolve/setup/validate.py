@@ -159,7 +159,7 @@ def check_run_numbers(config: Any, *, where: str = "config") -> None:
     Raises:
         ConfigError: a value is not finite, out of range or of the wrong type.
     """
-    _int_in(where, "iterations (--iterations, run.iterations)", config.iterations, 1, MAX_ITERATIONS)
+    _int_in(where, "iterations (--iterations, run.iterations)", config.iterations, 0, MAX_ITERATIONS)
     _int_in(where, "workers (--workers, run.workers)", config.workers, 1, MAX_WORKERS)
     _int_in(where, "seed (--seed, run.seed)", config.seed, 0, MAX_SEED)
     if config.wall_time_s is not None:

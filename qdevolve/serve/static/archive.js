@@ -49,10 +49,29 @@
     return tipBox("elite " + short(e.program_id), rows);
   }
 
+  /* The colour scale of the heatmap: its ends, the decimals that tell them apart (the scale's
+     labels are drawn with a fixed number of decimals, 0 by default), and the caption shown
+     under the chart; one value in every filled cell is said so, not drawn as a range. */
+  function scoreScale(scores) {
+    if (!scores.length) return {lo: 0, hi: 1, precision: 0, single: false, caption: "no filled cell"};
+    const lo = Math.min(...scores), hi = Math.max(...scores), span = hi - lo;
+    if (!(span > 0)) {
+      const mag = Math.abs(lo) > 0 ? Math.floor(Math.log10(Math.abs(lo))) : 0;
+      const precision = Math.min(10, Math.max(0, 3 - mag));
+      return {lo, hi: lo + Math.max(Math.abs(lo), 1) * 1e-9, precision, single: true,
+              caption: "colour: every filled cell scores " + lo.toFixed(precision)};
+    }
+    const precision = Math.min(10, Math.max(0, Math.ceil(-Math.log10(span / 100))));
+    return {lo, hi, precision, single: false,
+            caption: "colour: best score per cell, from " + lo.toFixed(precision) + " (lowest) to " +
+                     hi.toFixed(precision) + " (highest)"};
+  }
+
   function drawGrid(a) {
     const g = a.grid, dims = a.feature_dimensions;
-    const scores = g.cells.map(c => c.score);
-    const lo = scores.length ? Math.min(...scores) : 0, hi = scores.length ? Math.max(...scores) : 1;
+    const scale = scoreScale(g.cells.map(c => c.score));
+    const lo = scale.lo, hi = scale.hi;
+    document.getElementById("heat-scale").textContent = scale.caption;
     heat.setOption({
       animation: false,
       tooltip: {confine: true, formatter: p => eliteTip(p.data.elite, dims)},
@@ -60,8 +79,10 @@
       xAxis: {type: "category", name: dims[0], nameLocation: "middle", nameGap: 62, data: g.labels[0],
               axisLabel: {rotate: 40}, splitArea: {show: true}},
       yAxis: {type: "category", name: dims[1], nameLocation: "middle", nameGap: 90, data: g.labels[1], splitArea: {show: true}},
-      visualMap: {min: lo, max: hi === lo ? lo + 1e-9 : hi, calculable: true, orient: "horizontal", left: "center", bottom: 0,
-                  inRange: {color: [0, 0.25, 0.5, 0.75, 1].map(ramp)}, text: ["best", "score"]},
+      visualMap: {min: lo, max: hi, calculable: !scale.single, precision: scale.precision, orient: "horizontal",
+                  left: "center", bottom: 0, inRange: {color: (scale.single ? [0.5, 0.5] : [0, 0.25, 0.5, 0.75, 1]).map(ramp)},
+                  text: scale.single ? ["", "every cell " + lo.toFixed(scale.precision)]
+                                     : [hi.toFixed(scale.precision) + " best", "score " + lo.toFixed(scale.precision)]},
       series: [{type: "heatmap", data: g.cells.map(c => ({value: [c.x, c.y, c.score], elite: c})),
                 label: {show: g.bins[0] * g.bins[1] <= 144, formatter: p => fmt(p.value[2], 3), fontSize: 10}}],
     }, {notMerge: true});
@@ -69,6 +90,7 @@
 
   function drawScatter(a) {
     const dims = a.feature_dimensions;
+    document.getElementById("heat-scale").textContent = "";
     const one = dims.length < 2;
     const pts = a.elites.filter(e => e.features && typeof e.features[dims[0]] === "number");
     heat.setOption({

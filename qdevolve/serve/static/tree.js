@@ -71,6 +71,18 @@
     return item;
   }
 
+  /* A drawn leaf whose descendants were left out (the page's node limit cut the tree there) says
+     how many: "+N deeper" next to it, so a cut is never mistaken for the end of a lineage. */
+  function markCuts(items) {
+    for (const item of items) {
+      const n = item.node;
+      if (!n || item.children.length || !(n.hidden > 0)) continue;
+      const text = "+" + n.hidden + " deeper";
+      item.label = n.best ? {...item.label, formatter: item.label.formatter + "  " + text}
+                          : {show: true, position: "right", formatter: text, color: "#666", fontSize: 10};
+    }
+  }
+
   function build(nodes, mode, facets) {
     const scores = nodes.filter(n => n.status === "ok" && n.score !== null).map(n => n.score);
     const lo = scores.length ? Math.min(...scores) : 0, hi = scores.length ? Math.max(...scores) : 1;
@@ -80,6 +92,7 @@
       const item = byId.get(n.id);
       if (n.parent && byId.has(n.parent)) byId.get(n.parent).children.push(item); else roots.push(item);
     }
+    markCuts(byId.values());
     renderLegend(mode, facets, lo, hi);
     if (roots.length === 1) return roots[0];
     return {name: data.run_name, children: roots, symbol: "rect", symbolSize: 8, itemStyle: {color: "#444"}, node: null};
