@@ -114,6 +114,28 @@ def _warn(console: Console, warnings: list[str]) -> None:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
 
 
+def _note(console: Console, lines: list[str]) -> None:
+    """The trust store's line: ``trusted: ...`` (cyan) or ``trust revoked: ...`` (yellow)."""
+    for line in lines:
+        colour = "cyan" if line.startswith("trusted:") else "yellow"
+        head, _, rest = line.partition(": ")
+        console.print(f"[{colour}]{head}:[/] {terminal_safe_line(rest)}", soft_wrap=True, markup=True)
+
+
+def _ask_on_terminal() -> Callable[[str], bool] | None:
+    """A yes/no question on the terminal (default no); ``None`` when stdin is not a terminal."""
+    import sys
+
+    if not sys.stdin or not sys.stdin.isatty():
+        return None
+
+    def ask(text: str) -> bool:
+        shown = "\n".join(terminal_safe_line(t) for t in text.splitlines())  # names from the example: made safe
+        return click.confirm(shown, default=False, err=True)
+
+    return ask
+
+
 def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """One click option per :class:`RunConfig` field with help text (the field's help is the
     option's help; plugin slots take a plugin name). Values arrive in ``config_values``."""
@@ -160,6 +182,10 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
 
     loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
     trust = _trust(config_values)
+    from qdevolve.evolve.setup.consent import settle_trust, trust_from_store
+
+    trust, notes = trust_from_store(example_dir, trust)  # qdevolve trust DIR, unless a file changed
+    _note(console, notes)
     example = load_example(example_dir, config_path=config_path, trust=trust)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
@@ -181,6 +207,9 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     db_target = db or str(default_db_path(example.directory))
     from qdevolve.evolve.setup import check_start
 
+    settled = settle_trust(example, config, trust, ask=_ask_on_terminal())
+    config, trust = settled.config, settled.trust
+    _warn(console, list(settled.warnings))
     _warn(console, check_start(example, config, None if is_url(db_target) else Path(db_target), trust=trust))
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "

@@ -83,12 +83,12 @@ def _config_link(ex: Path, tmp: Path) -> None:
 
 # (id, config text added to BASE, directory setup, key named in the refusal, --trust value)
 CASES: list[tuple[str, str, Callable[[Path, Path], None] | None, str, str]] = [
-    ("interpreter", "sandbox: {type: local, python: /tmp/evil-python}\n", None, "sandbox.python", "sandbox.python"),
-    ("uid_base", "sandbox: {type: local, uid_base: 3500000}\n", None, "sandbox.uid_base", "sandbox"),
-    ("uid_count", "sandbox: {type: local, uid_count: 4}\n", None, "sandbox.uid_count", "sandbox.uid_count"),
-    ("extra_sys_path", "sandbox: {type: local, extra_sys_path: [/root]}\n", None, "sandbox.extra_sys_path",
+    ("interpreter", "sandbox: {type: bwrap, python: /tmp/evil-python}\n", None, "sandbox.python", "sandbox.python"),
+    ("uid_base", "sandbox: {type: bwrap, uid_base: 3500000}\n", None, "sandbox.uid_base", "sandbox"),
+    ("uid_count", "sandbox: {type: bwrap, uid_count: 4}\n", None, "sandbox.uid_count", "sandbox.uid_count"),
+    ("extra_sys_path", "sandbox: {type: bwrap, extra_sys_path: [/root]}\n", None, "sandbox.extra_sys_path",
      "sandbox.extra_sys_path"),
-    ("docker_user", "sandbox: {type: local, user: '0:0'}\n", None, "sandbox.user", "sandbox.user"),
+    ("docker_user", "sandbox: {type: bwrap, user: '0:0'}\n", None, "sandbox.user", "sandbox.user"),
     ("ld_preload", "limits: {wall_s: 10, env: {LD_PRELOAD: /tmp/evil.so}}\n", None, "limits.env", "limits.env"),
     ("pythonpath", "limits: {wall_s: 10, env: {PYTHONPATH: /tmp/evil}}\n", None, "limits.env", "limits"),
     ("env_allow", "limits: {wall_s: 10, env_allow: [AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN]}\n", None,
@@ -209,7 +209,7 @@ def test_the_list_of_host_keys_covers_every_case(tmp_path: Path) -> None:
 
 
 def test_search_settings_stay_allowed(tmp_path: Path) -> None:
-    ex = write(tmp_path / "ex", "sandbox: {type: local, warm: true}\nlimits: {wall_s: 5, memory_mb: 512}\n"
+    ex = write(tmp_path / "ex", "sandbox: {type: docker, warm: true}\nlimits: {wall_s: 5, memory_mb: 512}\n"
                                 "prompt: {system_message: be brief}\nbackend: {type: openai, model: gpt-x, "
                                 "api_key_env: OPENAI_API_KEY, temperature: 0.5}\n")
     (ex / "prompts").mkdir()
@@ -310,7 +310,8 @@ def test_opt_in_takes_effect_through_the_cli(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "limits.env" in refused.stderr
     db = tmp_path / "b.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", "--trust", "limits.env"],
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", "--trust", "limits.env",
+                        "--trust", "sandbox.type"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     art = sqlite3.connect(db).execute("SELECT artifacts FROM evaluations ORDER BY id LIMIT 1").fetchone()[0]
