@@ -79,7 +79,7 @@ def _list(store: TrustStore, console: Console) -> None:
         return
     table = Table(title=f"trusted directories ({store.path})")
     for col in ("directory", "granted", "files", "state"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for d, entry in sorted(entries.items()):
         status = store.status(d)
         state = "unchanged" if status.state == "trusted" else f"revoked: {status.detail}"
