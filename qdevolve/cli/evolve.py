@@ -114,6 +114,20 @@ def _warn(console: Console, warnings: list[str]) -> None:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
 
 
+def _with_user_keys(trust: Any, values: dict[str, Any], *, model: str | None, api_base: str | None) -> Any:
+    """The settings the user chose on the command line are the user's, even when the value is
+    the one the example's config has (``--sandbox local`` beside ``sandbox: {type: local}``);
+    a plugin option names its ``type`` only, never the example's options of that plugin."""
+    from dataclasses import replace
+
+    from qdevolve.evolve.setup.host_walk import RUN_FIELDS
+
+    keys = {f"{name}.type" if name in PLUGIN_SLOTS else (f"run.{name}" if name in RUN_FIELDS else name)
+            for name in values}
+    keys |= {k for k, v in (("backend.model", model), ("backend.api_base", api_base)) if v}
+    return replace(trust, keys=trust.keys | frozenset(keys)) if keys else trust
+
+
 def _note(console: Console, lines: list[str]) -> None:
     """The trust store's line: ``trusted: ...`` (cyan) or ``trust revoked: ...`` (yellow)."""
     for line in lines:
@@ -194,6 +208,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     budget = with_budget_flags(example.config.budget, _budget_flags(config_values))
     values = {k: v for k, v in config_values.items() if v is not None}
     config = _apply_overrides(example.config, values, model=model, api_base=api_base)
+    trust = _with_user_keys(trust, values, model=model, api_base=api_base)
     if budget is not config.budget:
         config = config.with_overrides(budget=budget)
     _warn_budget(console, config.budget)

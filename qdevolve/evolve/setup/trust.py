@@ -49,6 +49,10 @@ from qdevolve.evolve.setup.host_walk import (
 __all__ = ["Trust", "host_keys", "check_example_trust", "check_stored_trust", "check_uids", "model_used",
            "refused_keys", "api_key_env_warning", "is_inside", "SAFE_SANDBOX_KEYS", "DEFAULT_API_BASE", "DEFAULT_KEY_ENV"]
 
+#: Host keys a stored run keeps on resume: the sandbox type it was started with (the user's
+#: --sandbox, or an example's type trusted then), and its budget pool, which lives in the
+#: database being resumed (a database can only join its own runs' pools).
+RESUME_KEEPS = frozenset({"sandbox.type", "run.budget_pool", "run.pool_migration"})
 #: Config sections that act only through the model: a host key under them takes no effect
 #: when no model is used (``--mutation ast``), and is then a warning.
 MODEL_SECTIONS = ("backend", "prompt")
@@ -178,9 +182,7 @@ def check_stored_trust(config: dict[str, Any], trust: Trust | None, *, where: st
         ConfigError: one line naming the run and every refused key; or an unsafe uid range.
     """
     trust = trust or Trust()
-    # The stored sandbox type is the one the run was started with (the user's --sandbox, or an
-    # example's type the user trusted then); resume keeps it, as it keeps the archive.
-    found = [(k, v, why) for k, v, why in host_keys(config, None) if not trust.allows(k) and k != "sandbox.type"]
+    found = [(k, v, why) for k, v, why in host_keys(config, None) if not trust.allows(k) and k not in RESUME_KEEPS]
     if found:
         raise _refusal(where, found, resume=True)
     check_uids(config, where=where)
