@@ -60,9 +60,9 @@ def trust(directory: Path | None, list_: bool, revoke: bool) -> None:
 
 def _host_keys(directory: Path) -> list[str]:
     """What the directory's config would do on this machine, one line each (none: nothing)."""
+    from qdevolve.evolve.setup.config import load_config
     from qdevolve.evolve.setup.consent import what_leaves
     from qdevolve.evolve.setup.example import CONFIG_NAMES
-    from qdevolve.evolve.setup.config import load_config
     from qdevolve.evolve.setup.trust import host_keys
 
     cfg = next((directory / n for n in CONFIG_NAMES if (directory / n).is_file()), None)
