@@ -306,15 +306,27 @@ def _unreplaced_plugin_files(rows: list[dict[str, Any]], given: tuple[Path, ...]
 
 
 def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_address: str | None,
-                        plugins: tuple[Path, ...] = ()) -> list[str]:
+                        plugins: tuple[Path, ...] = (), console: Console | None = None,
+                        example_dir: str | None = None) -> tuple[list[str], Any]:
     """The stored config and ``--plugin`` files of a run need the same opt-ins as at ``run``:
     a database may come from anyone (:func:`~qdevolve.evolve.setup.trust.check_stored_trust`);
-    ``--ray-address`` replaces the stored address, so that one is the user's."""
+    ``--ray-address`` replaces the stored address, so that one is the user's; the host keys the
+    run's example directory sets to the same values are trusted when the directory is in the
+    trust store, unchanged (:func:`~qdevolve.evolve.setup.consent.stored_trust_from_store`).
+
+    Returns:
+        The warnings to print and the trust to resume with."""
     from qdevolve.cli._db import shown
     from qdevolve.evolve.setup import check_stored_trust
 
     where = f"{shown(db)}: run {rid[:12]}"
-    config = dict(store.get_run(rid)["config"])
+    row = store.get_run(rid)
+    config = dict(row["config"])
+    from qdevolve.evolve.setup.consent import stored_trust_from_store
+
+    trust, notes = stored_trust_from_store(config, example_dir or row.get("example_dir"), trust)
+    if console is not None:
+        _note(console, notes)
     if ray_address and isinstance(config.get("executor_options"), dict):
         config["executor_options"] = {k: v for k, v in config["executor_options"].items() if k != "address"}
     warnings = check_stored_trust(config, trust, where=where)
@@ -323,7 +335,7 @@ def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_addres
         raise ConfigError(f"{where}: resuming imports the plugin file {terminal_safe_line(str(files[0]['path']))} "
                           "(recorded by 'qdevolve run --plugin') into this process; a database may come from "
                           "anyone: pass --trust plugins if you trust it, or --plugin FILE for it")
-    return warnings
+    return warnings, trust
 
 
 @click.command("resume")
@@ -369,7 +381,9 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     trust = _trust(budget_values)
     store = open_store(db)
     rid = store.resolve_run(run_id)
-    _warn(console, _check_resume_trust(store, rid, db, trust, ray_address=ray_address, plugins=plugins))
+    warnings, trust = _check_resume_trust(store, rid, db, trust, ray_address=ray_address, plugins=plugins,
+                                          console=console, example_dir=example_dir)
+    _warn(console, warnings)
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))

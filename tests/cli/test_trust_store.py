@@ -223,3 +223,11 @@ def test_without_a_terminal_the_refusal_names_the_keys_and_both_ways(tmp_path: P
                         text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert sum(ln.startswith("trusted:") for ln in ok.stderr.splitlines()) == 1, ok.stderr
+    again = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--iterations", "3", "--no-progress"],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert again.returncode == 0 and "trusted:" in again.stderr, again.stderr[-2000:]  # the store covers resume
+    (ex / "config.yaml").write_text(BASE + "limits: {wall_s: 20, env: {QD_CANARY: changed}}\n")
+    changed = subprocess.run([*QDEVOLVE, "resume", "--db", str(db), "--iterations", "4", "--no-progress"],
+                             capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert changed.returncode == 2 and "trust revoked:" in changed.stderr and "limits.env" in changed.stderr, \
+        changed.stderr

@@ -27,7 +27,7 @@ from qdevolve.evolve.setup.host_walk import DEFAULT_API_BASE, DEFAULT_KEY_ENV
 from qdevolve.evolve.setup.trust import MODEL_SECTIONS, Trust, _refusal, model_used, refused_keys
 from qdevolve.evolve.setup.trust_store import TrustStore
 
-__all__ = ["Settled", "trust_from_store", "settle_trust", "what_leaves", "question"]
+__all__ = ["Settled", "trust_from_store", "stored_trust_from_store", "settle_trust", "what_leaves", "question"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,27 @@ def trust_from_store(directory: str | Path, trust: Trust | None,
         return trust, [f"trust revoked: {status.directory}: {status.detail} since 'qdevolve trust'; "
                        f"its config is not trusted until you run 'qdevolve trust {status.directory}' again"]
     return trust, []
+
+
+def stored_trust_from_store(config: dict[str, Any], example_dir: str | None, trust: Trust | None,
+                            store: TrustStore | None = None) -> tuple[Trust, list[str]]:
+    """``qdevolve resume``: the stored config's host keys that the run's example directory,
+    trusted in the store and unchanged, sets to the same value are trusted again (a run
+    started with ``qdevolve trust DIR`` resumes without a flag); any other stays refused."""
+    trust = trust or Trust()
+    if not example_dir or not Path(example_dir).is_dir():
+        return trust, []
+    widened, notes = trust_from_store(example_dir, None, store)
+    if not widened.everything:
+        return trust, [n for n in notes if n.startswith("trust revoked:")]
+    from qdevolve.evolve.setup.config import load_config
+    from qdevolve.evolve.setup.example import CONFIG_NAMES
+    from qdevolve.evolve.setup.trust import host_keys
+
+    cfg = next((Path(example_dir) / n for n in CONFIG_NAMES if (Path(example_dir) / n).is_file()), None)
+    own = {k: v for k, v, _w in host_keys(load_config(cfg), Path(example_dir))} if cfg else {}
+    same = [k for k, v, _w in host_keys(config, None) if k in own and own[k] == v]
+    return replace(trust, keys=trust.keys | frozenset([*same, "symlinks"])), notes
 
 
 def what_leaves(found: list[tuple[str, Any, str]], config: Any) -> list[str]:
