@@ -60,16 +60,10 @@ def trust(directory: Path | None, list_: bool, revoke: bool) -> None:
 
 def _host_keys(directory: Path) -> list[str]:
     """What the directory's config would do on this machine, one line each (none: nothing)."""
-    from qdevolve.evolve.setup.config import load_config
-    from qdevolve.evolve.setup.consent import what_leaves
-    from qdevolve.evolve.setup.example import CONFIG_NAMES
-    from qdevolve.evolve.setup.trust import host_keys
+    from qdevolve.evolve.setup.consent import directory_host_keys, what_leaves
 
-    cfg = next((directory / n for n in CONFIG_NAMES if (directory / n).is_file()), None)
-    if cfg is None:
-        return []
-    config = load_config(cfg)
-    return what_leaves(host_keys(config, directory), config)
+    config, found = directory_host_keys(directory)
+    return what_leaves(found, config) if config is not None else []
 
 
 def _list(store: TrustStore, console: Console) -> None:

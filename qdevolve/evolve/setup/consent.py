@@ -24,10 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from qdevolve.evolve.setup.host_walk import DEFAULT_API_BASE, DEFAULT_KEY_ENV
-from qdevolve.evolve.setup.trust import MODEL_SECTIONS, Trust, _refusal, model_used, refused_keys
+from qdevolve.evolve.setup.trust import (
+    MODEL_SECTIONS,
+    Trust,
+    host_keys,
+    model_used,
+    refusal,
+    refused_keys,
+)
 from qdevolve.evolve.setup.trust_store import TrustStore
 
-__all__ = ["Settled", "trust_from_store", "stored_trust_from_store", "settle_trust", "what_leaves", "question"]
+__all__ = ["Settled", "trust_from_store", "stored_trust_from_store", "directory_host_keys", "settle_trust",
+           "what_leaves", "question"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +75,22 @@ def stored_trust_from_store(config: dict[str, Any], example_dir: str | None, tru
     widened, notes = trust_from_store(example_dir, None, store)
     if not widened.everything:
         return trust, [n for n in notes if n.startswith("trust revoked:")]
-    from qdevolve.evolve.setup.config import load_config
-    from qdevolve.evolve.setup.example import CONFIG_NAMES
-    from qdevolve.evolve.setup.trust import host_keys
-
-    cfg = next((Path(example_dir) / n for n in CONFIG_NAMES if (Path(example_dir) / n).is_file()), None)
-    own = {k: v for k, v, _w in host_keys(load_config(cfg), Path(example_dir))} if cfg else {}
+    own = {k: v for k, v, _w in directory_host_keys(example_dir)[1]}
     same = [k for k, v, _w in host_keys(config, None) if k in own and own[k] == v]
     return replace(trust, keys=trust.keys | frozenset([*same, "symlinks"])), notes
+
+
+def directory_host_keys(directory: str | Path) -> tuple[Any, list[tuple[str, Any, str]]]:
+    """The config of an example directory's own config file (``None`` without one) and its host keys."""
+    from qdevolve.evolve.setup.config import load_config
+    from qdevolve.evolve.setup.example import CONFIG_NAMES
+
+    d = Path(directory)
+    cfg = next((d / n for n in CONFIG_NAMES if (d / n).is_file()), None)
+    if cfg is None:
+        return None, []
+    config = load_config(cfg)
+    return config, host_keys(config, d)
 
 
 def what_leaves(found: list[tuple[str, Any, str]], config: Any) -> list[str]:
@@ -160,7 +176,7 @@ def settle_trust(example: Any, config: Any, trust: Trust | None, *, store: Trust
             warnings.append(f"trusted: {example.directory} recorded in {store.path}")
             found = []
     if found:
-        raise _refusal(str(example.config_path or example.directory), found, directory=Path(example.directory))
+        raise refusal(str(example.config_path or example.directory), found, directory=Path(example.directory))
     return Settled(config, trust, tuple(warnings))
 
 

@@ -47,7 +47,7 @@ from qdevolve.evolve.setup.host_walk import (
 )
 
 __all__ = ["Trust", "host_keys", "check_example_trust", "check_stored_trust", "check_uids", "model_used",
-           "refused_keys", "api_key_env_warning", "is_inside", "SAFE_SANDBOX_KEYS", "DEFAULT_API_BASE", "DEFAULT_KEY_ENV"]
+           "refused_keys", "refusal", "api_key_env_warning", "is_inside", "SAFE_SANDBOX_KEYS", "DEFAULT_API_BASE", "DEFAULT_KEY_ENV"]
 
 #: Host keys a stored run keeps on resume: the sandbox type it was started with (the user's
 #: --sandbox, or an example's type trusted then), and its budget pool, which lives in the
@@ -126,7 +126,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _refusal(where: str, found: list[tuple[str, Any, str]], *, resume: bool = False,
+def refusal(where: str, found: list[tuple[str, Any, str]], *, resume: bool = False,
              directory: Path | None = None) -> ConfigError:
     """One line naming every refused key, what it would do, and the ways to grant it."""
     parts = [f"'{key}' ({_shown(value)}) {why}" for key, value, why in found]
@@ -170,7 +170,7 @@ def check_example_trust(example: Any, config: Any, trust: Trust | None) -> list[
     cfg_path = getattr(example, "config_path", None)
     found = refused_keys(example, config, trust)
     if found:
-        raise _refusal(str(cfg_path or example.directory), found, directory=Path(example.directory))
+        raise refusal(str(cfg_path or example.directory), found, directory=Path(example.directory))
     check_uids(config, where=str(cfg_path or "options"))
     return api_key_env_warning(config)
 
@@ -184,7 +184,7 @@ def check_stored_trust(config: dict[str, Any], trust: Trust | None, *, where: st
     trust = trust or Trust()
     found = [(k, v, why) for k, v, why in host_keys(config, None) if not trust.allows(k) and k not in RESUME_KEEPS]
     if found:
-        raise _refusal(where, found, resume=True)
+        raise refusal(where, found, resume=True)
     check_uids(config, where=where)
     return api_key_env_warning(config)
 
