@@ -62,6 +62,13 @@ def registry_snapshot() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _own_trust_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and the commands it starts) uses an empty trust store of its own, never the
+    user's ``~/.config/qdevolve/trust.json`` (qdevolve.evolve.setup.trust_store)."""
+    monkeypatch.setenv("QDEVOLVE_TRUST_FILE", str(tmp_path_factory.mktemp("trust") / "trust.json"))
+
+
 @pytest.fixture
 def tmp_db(tmp_path: Path) -> Path:
     """A path for a fresh SQLite lineage database (not created yet)."""

@@ -22,6 +22,15 @@ one process, but through the shared database instead of memory:
   rule against duplicate migrants). When another controller took it first nothing is
   written and the archive is put back as the store holds it (the ``reload`` callback).
 
+* **Re-evaluated before it counts.** A migrant's score comes from the publisher's evaluator,
+  and the publisher may be any run of the pool (an example directory whose own evaluator
+  says what it likes). When the engine gives an ``evaluate`` callable, as it always does,
+  the receiving run evaluates the migrant's code with its *own* evaluator and sandbox first;
+  only that result enters its archive, and it is stored in the run-state key ``migration``
+  (``results``, by program id) in the same transaction as the claim, so a resume places the
+  migrant with the receiver's result again. A migrant that its evaluator does not score
+  ``ok`` is taken and skipped.
+
 The program row stays in the run that bred it (its lineage is there); the receiving run
 references it by id. A controller killed at any moment has taken a migrant whole (claim,
 events and state) or not at all; a claim without its events (written by a version that
@@ -33,10 +42,10 @@ MAP-Elites the cell elites are the same whatever the order; ties may differ).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from qdevolve.errors import ConfigError
+from qdevolve.errors import ConfigError, QdevolveError
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 
 __all__ = ["PoolMigration", "MigrantStore", "MIGRANT_PREFIX", "parse_pool_migration", "migrants_of"]
@@ -99,17 +108,26 @@ class PoolMigration:
         reload: Puts the run's archive back as the store holds it (and calls
             :meth:`replace_archive`); called when another controller took a migrant this one
             had offered to its archive already.
+        evaluate: Evaluates a migrant with the receiving run's own evaluator (blocking);
+            ``None`` keeps the publisher's result (only for archives tested on their own).
+        evaluate_async: The same, awaitable; with it :meth:`after_child` returns a coroutine
+            (the engine awaits hooks), so the event loop runs on while a migrant is evaluated.
     """
 
     def __init__(self, store: MigrantStore, run_id: str, pool: str, interval: int, count: int, *, archive: Any,
                  program: Callable[[str], tuple[Program, EvalResult]],
                  remember: Callable[[Program, EvalResult], None], hashes: set[str],
-                 reload: Callable[[], None]) -> None:
+                 reload: Callable[[], None], evaluate: Callable[[Program], EvalResult] | None = None,
+                 evaluate_async: Callable[[Program], Awaitable[EvalResult]] | None = None) -> None:
         self.store, self.run_id, self.pool = store, run_id, pool
         self.interval, self.count = interval, count
         self.archive, self._program, self._remember, self.hashes = archive, program, remember, hashes
         self._reload = reload
+        self._evaluate, self._evaluate_async = evaluate, evaluate_async
+        self._in_flight: set[str] = set()  # migrants being evaluated now (hooks of several children overlap)
         state = self.store.get_state(self.run_id, "migration") or {}
+        results = state.get("results")
+        self.results: dict[str, dict[str, Any]] = dict(results) if isinstance(results, dict) else {}
         self.published: list[str] = list(state.get("published", []))
         self.received: list[str] = list(state.get("received", []))
         self.skipped: list[str] = list(state.get("skipped", []))
@@ -119,6 +137,9 @@ class PoolMigration:
     def _add_received(self) -> None:
         for pid in self.received:  # resume: back into the rebuilt archive (events are stored already)
             prog, res = self._load(pid)
+            if pid in self.results:  # the receiver's own result, stored with the claim
+                res = EvalResult.from_dict(self.results[pid])
+                self._remember(prog, res)
             self.archive.add(prog, res)
 
     def replace_archive(self, archive: Any) -> None:
@@ -127,16 +148,21 @@ class PoolMigration:
         self._add_received()
 
     def state(self) -> dict[str, Any]:
-        return {"published": self.published, "received": self.received, "skipped": self.skipped}
+        return {"published": self.published, "received": self.received, "skipped": self.skipped,
+                "results": self.results}
 
     # -- the hook ---------------------------------------------------------------------------
-    def after_child(self, program: Program, result: EvalResult, candidate: Any = None) -> None:
-        """Publish every ``interval`` children; pick up what other controllers published."""
+    def after_child(self, program: Program, result: EvalResult, candidate: Any = None) -> Awaitable[Any] | None:
+        """Publish every ``interval`` children; pick up what other controllers published
+        (a coroutine to await when the migrants are evaluated asynchronously)."""
         self._since += 1
         if self._since >= self.interval:
             self._since = 0
             self.publish()
+        if self._evaluate_async is not None:
+            return self.pick_up_async()
         self.pick_up()
+        return None
 
     def publish(self) -> list[str]:
         """Publish up to ``count`` new elites; returns their ids."""
@@ -159,15 +185,45 @@ class PoolMigration:
             self.published += list(out)
         return list(out)
 
-    def pick_up(self) -> list[ArchiveEvent]:
-        """Claim and place every migrant other runs published that nobody took yet."""
-        mine = set(self.received) | set(self.skipped)
+    def _offered(self) -> list[tuple[str, dict[str, Any]]]:
+        """The pool's migrants this run may take now: published by another run, taken by
+        nobody (or claimed by this run and not delivered yet), not being evaluated here."""
+        mine = set(self.received) | set(self.skipped) | self._in_flight
         migrants, taken = self.store.pool_migrants(self.pool)
+        return [(pid, info) for pid, info in migrants.items()
+                if info.get("from_run") != self.run_id and pid not in mine and taken.get(pid, self.run_id) == self.run_id]
+
+    def pick_up(self) -> list[ArchiveEvent]:
+        """Claim and place every migrant other runs published that nobody took yet, each
+        evaluated by this run's own evaluator first (``evaluate``)."""
         events: list[ArchiveEvent] = []
-        for pid, info in migrants.items():
-            if info.get("from_run") == self.run_id or pid in mine or taken.get(pid, self.run_id) != self.run_id:
+        for pid, info in self._offered():
+            prog, res = self._load(pid)
+            if self._duplicate(pid, prog):
                 continue
-            events += self._receive(pid, info)
+            if self._evaluate is not None:
+                res = self._evaluate(prog)
+            events += self._receive(pid, info, prog, res)
+        return events
+
+    async def pick_up_async(self) -> list[ArchiveEvent]:
+        """:meth:`pick_up` with the evaluations awaited (``evaluate_async``)."""
+        assert self._evaluate_async is not None
+        events: list[ArchiveEvent] = []
+        for pid, info in self._offered():
+            if pid in self._in_flight or pid in self.received or pid in self.skipped:
+                continue  # another child's hook got to it while this one awaited
+            prog, _res = self._load(pid)
+            if self._duplicate(pid, prog):
+                continue
+            self._in_flight.add(pid)
+            try:
+                res = await self._evaluate_async(prog)
+            finally:
+                self._in_flight.discard(pid)
+            if pid in self.received or pid in self.skipped:
+                continue
+            events += self._receive(pid, info, prog, res)
         return events
 
     # -- placing one migrant ------------------------------------------------------------------
@@ -176,24 +232,43 @@ class PoolMigration:
         n = int(getattr(self.archive, "n_islands", 1) or 1)
         return dataclasses.replace(prog, island=prog.island % n), res
 
-    def _receive(self, pid: str, info: dict[str, Any]) -> list[ArchiveEvent]:
-        """Take one migrant: the claim, its events and the ``migration`` state in one store call."""
-        prog, res = self._load(pid)
-        if prog.code_hash in self.hashes:
-            if self._take(pid, [], {**self.state(), "skipped": self.skipped + [pid]}):
+    def _duplicate(self, pid: str, prog: Program) -> bool:
+        """A migrant whose code the run holds already is taken and skipped (no evaluation)."""
+        if prog.code_hash not in self.hashes:
+            return False
+        if self._take(pid, [], {**self.state(), "skipped": self.skipped + [pid]}):
+            self.skipped.append(pid)
+        return True
+
+    def _receive(self, pid: str, info: dict[str, Any], prog: Program, res: EvalResult) -> list[ArchiveEvent]:
+        """Take one migrant with ``res`` (this run's result for it): the claim, its events and
+        the ``migration`` state in one store call."""
+        kept = {**res.to_dict(), "artifacts": {}}  # the stored result: what the archive needs, bounded
+        results = {**self.results, pid: kept} if self._evaluate or self._evaluate_async else self.results
+        if not res.ok or res.score is None:
+            if self._take(pid, [], {**self.state(), "skipped": self.skipped + [pid], "results": results}):
                 self.skipped.append(pid)
+                self.results = results
             return []
-        events = self.archive.add(prog, res)
+        try:
+            events = self.archive.add(prog, res)
+        except QdevolveError:  # this run's archive cannot place it (a feature it lacks): skipped
+            self._reload()
+            if self._take(pid, [], {**self.state(), "skipped": self.skipped + [pid], "results": results}):
+                self.skipped.append(pid)
+                self.results = results
+            return []
         for ev in events:
             ev.run_id = self.run_id
             if ev.program_id == pid and ev.kind in ("added", "improved", "replaced"):
                 ev.data = {**ev.data, "from_run": info.get("from_run"), "from_island": info.get("island"),
                            "inner_kind": ev.kind}
                 ev.kind = "migrated"
-        if not self._take(pid, events, {**self.state(), "received": self.received + [pid]}):
+        if not self._take(pid, events, {**self.state(), "received": self.received + [pid], "results": results}):
             self._reload()  # another controller took it first: the archive as the store holds it
             return []
         self.received.append(pid)
+        self.results = results
         self.hashes.add(prog.code_hash)
         if res.ok and res.score is not None:
             self._remember(prog, res)

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "train": ("qdevolve.cli.train", "train", "Train a policy with a diversity-preserving objective."),
     "eval-policy": ("qdevolve.cli.train", "eval_policy", "Evaluate a policy version: pass@k, diversity."),
     "serve": ("qdevolve.cli.serve", "serve", "Browse a run database in a web browser (read-only, live)."),
+    "trust": ("qdevolve.cli.trust", "trust", "Trust an example directory's own config (list, revoke)."),
 }
 
 

@@ -114,6 +114,42 @@ def _warn(console: Console, warnings: list[str]) -> None:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
 
 
+def _with_user_keys(trust: Any, values: dict[str, Any], *, model: str | None, api_base: str | None) -> Any:
+    """The settings the user chose on the command line are the user's, even when the value is
+    the one the example's config has (``--sandbox local`` beside ``sandbox: {type: local}``);
+    a plugin option names its ``type`` only, never the example's options of that plugin."""
+    from dataclasses import replace
+
+    from qdevolve.evolve.setup.host_walk import RUN_FIELDS
+
+    keys = {f"{name}.type" if name in PLUGIN_SLOTS else (f"run.{name}" if name in RUN_FIELDS else name)
+            for name in values}
+    keys |= {k for k, v in (("backend.model", model), ("backend.api_base", api_base)) if v}
+    return replace(trust, keys=trust.keys | frozenset(keys)) if keys else trust
+
+
+def _note(console: Console, lines: list[str]) -> None:
+    """The trust store's line: ``trusted: ...`` (cyan) or ``trust revoked: ...`` (yellow)."""
+    for line in lines:
+        colour = "cyan" if line.startswith("trusted:") else "yellow"
+        head, _, rest = line.partition(": ")
+        console.print(f"[{colour}]{head}:[/] {terminal_safe_line(rest)}", soft_wrap=True, markup=True)
+
+
+def _ask_on_terminal() -> Callable[[str], bool] | None:
+    """A yes/no question on the terminal (default no); ``None`` when stdin is not a terminal."""
+    import sys
+
+    if not sys.stdin or not sys.stdin.isatty():
+        return None
+
+    def ask(text: str) -> bool:
+        shown = "\n".join(terminal_safe_line(t) for t in text.splitlines())  # names from the example: made safe
+        return click.confirm(shown, default=False, err=True)
+
+    return ask
+
+
 def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """One click option per :class:`RunConfig` field with help text (the field's help is the
     option's help; plugin slots take a plugin name). Values arrive in ``config_values``."""
@@ -160,6 +196,10 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
 
     loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
     trust = _trust(config_values)
+    from qdevolve.evolve.setup.consent import settle_trust, trust_from_store
+
+    trust, notes = trust_from_store(example_dir, trust)  # qdevolve trust DIR, unless a file changed
+    _note(console, notes)
     example = load_example(example_dir, config_path=config_path, trust=trust)
     for w in example.config.warnings:
         console.print(f"[yellow]warning:[/] {terminal_safe_line(w)}", soft_wrap=True, markup=True)
@@ -168,6 +208,7 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     budget = with_budget_flags(example.config.budget, _budget_flags(config_values))
     values = {k: v for k, v in config_values.items() if v is not None}
     config = _apply_overrides(example.config, values, model=model, api_base=api_base)
+    trust = _with_user_keys(trust, values, model=model, api_base=api_base)
     if budget is not config.budget:
         config = config.with_overrides(budget=budget)
     _warn_budget(console, config.budget)
@@ -181,6 +222,9 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
     db_target = db or str(default_db_path(example.directory))
     from qdevolve.evolve.setup import check_start
 
+    settled = settle_trust(example, config, trust, ask=_ask_on_terminal())
+    config, trust = settled.config, settled.trust
+    _warn(console, list(settled.warnings))
     _warn(console, check_start(example, config, None if is_url(db_target) else Path(db_target), trust=trust))
     if config.backend is None and not config.mutation and not config.train:
         console.print("[cyan]no model configured:[/] using the offline 'ast' mutator; select an LLM with "
@@ -262,15 +306,27 @@ def _unreplaced_plugin_files(rows: list[dict[str, Any]], given: tuple[Path, ...]
 
 
 def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_address: str | None,
-                        plugins: tuple[Path, ...] = ()) -> list[str]:
+                        plugins: tuple[Path, ...] = (), console: Console | None = None,
+                        example_dir: str | None = None) -> tuple[list[str], Any]:
     """The stored config and ``--plugin`` files of a run need the same opt-ins as at ``run``:
     a database may come from anyone (:func:`~qdevolve.evolve.setup.trust.check_stored_trust`);
-    ``--ray-address`` replaces the stored address, so that one is the user's."""
+    ``--ray-address`` replaces the stored address, so that one is the user's; the host keys the
+    run's example directory sets to the same values are trusted when the directory is in the
+    trust store, unchanged (:func:`~qdevolve.evolve.setup.consent.stored_trust_from_store`).
+
+    Returns:
+        The warnings to print and the trust to resume with."""
     from qdevolve.cli._db import shown
     from qdevolve.evolve.setup import check_stored_trust
 
     where = f"{shown(db)}: run {rid[:12]}"
-    config = dict(store.get_run(rid)["config"])
+    row = store.get_run(rid)
+    config = dict(row["config"])
+    from qdevolve.evolve.setup.consent import stored_trust_from_store
+
+    trust, notes = stored_trust_from_store(config, example_dir or row.get("example_dir"), trust)
+    if console is not None:
+        _note(console, notes)
     if ray_address and isinstance(config.get("executor_options"), dict):
         config["executor_options"] = {k: v for k, v in config["executor_options"].items() if k != "address"}
     warnings = check_stored_trust(config, trust, where=where)
@@ -279,7 +335,7 @@ def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_addres
         raise ConfigError(f"{where}: resuming imports the plugin file {terminal_safe_line(str(files[0]['path']))} "
                           "(recorded by 'qdevolve run --plugin') into this process; a database may come from "
                           "anyone: pass --trust plugins if you trust it, or --plugin FILE for it")
-    return warnings
+    return warnings, trust
 
 
 @click.command("resume")
@@ -325,7 +381,9 @@ def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str |
     trust = _trust(budget_values)
     store = open_store(db)
     rid = store.resolve_run(run_id)
-    _warn(console, _check_resume_trust(store, rid, db, trust, ray_address=ray_address, plugins=plugins))
+    warnings, trust = _check_resume_trust(store, rid, db, trust, ray_address=ray_address, plugins=plugins,
+                                          console=console, example_dir=example_dir)
+    _warn(console, warnings)
     if wall is not None or any(v is not None for v in flags.values()):
         _store_limits(store, rid, flags, wall)
         _warn_budget(console, store.get_run(rid)["config"].get("budget"))

@@ -53,7 +53,7 @@ def test_live_resumed_and_replayed_clades_agree(tmp_path: Path) -> None:
         "run:\n  iterations: 16\n  seed: 5\n  workers: 1\narchive: {type: dgm}\n"
         "selection: {type: hgm, tau: 2.0}\nmutation: {type: ast}\nsandbox: {type: local}\nlimits:\n  wall_s: 10\n")
     db = tmp_path / "run.sqlite"
-    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--db", str(db), "--no-progress"],
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--sandbox", "local", "--db", str(db), "--no-progress"],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "QDEVOLVE_SNAPSHOT_EVERY": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr

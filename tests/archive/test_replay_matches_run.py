@@ -70,7 +70,7 @@ def test_replay_reproduces_the_runs_events(tmp_path: Path, name: str, workers: i
         "selection: {type: dgm, center: median}\nmutation: {type: ast}\nsandbox: {type: local}\n"
         "limits:\n  wall_s: 10\n")
     db = tmp_path / "run.sqlite"
-    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--db", str(db), "--no-progress"],
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--sandbox", "local", "--db", str(db), "--no-progress"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open_store(db) as store:

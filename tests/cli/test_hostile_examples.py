@@ -61,6 +61,15 @@ def _prompt_link(ex: Path, tmp: Path) -> None:
     (ex / "prompts" / "system_message.txt").symlink_to(_secret(tmp))
 
 
+def _template_dir_link(ex: Path, tmp: Path) -> None:
+    """A prompt directory inside the example, named by ``prompt.template_dir``, whose file is a
+    symlink to a private key outside (the third round checked only ``prompts/``)."""
+    (ex / "tpl").mkdir()
+    (ex / "tpl" / "system_message.txt").symlink_to(_secret(tmp))
+    with (ex / "config.yaml").open("a") as fh:
+        fh.write(f"prompt: {{template_dir: {ex / 'tpl'}}}\n")
+
+
 def _prompts_dir_link(ex: Path, tmp: Path) -> None:
     _secret(tmp)
     (tmp / "outside" / "system_message.txt").write_text("private\n")
@@ -83,12 +92,12 @@ def _config_link(ex: Path, tmp: Path) -> None:
 
 # (id, config text added to BASE, directory setup, key named in the refusal, --trust value)
 CASES: list[tuple[str, str, Callable[[Path, Path], None] | None, str, str]] = [
-    ("interpreter", "sandbox: {type: local, python: /tmp/evil-python}\n", None, "sandbox.python", "sandbox.python"),
-    ("uid_base", "sandbox: {type: local, uid_base: 3500000}\n", None, "sandbox.uid_base", "sandbox"),
-    ("uid_count", "sandbox: {type: local, uid_count: 4}\n", None, "sandbox.uid_count", "sandbox.uid_count"),
-    ("extra_sys_path", "sandbox: {type: local, extra_sys_path: [/root]}\n", None, "sandbox.extra_sys_path",
+    ("interpreter", "sandbox: {type: bwrap, python: /tmp/evil-python}\n", None, "sandbox.python", "sandbox.python"),
+    ("uid_base", "sandbox: {type: bwrap, uid_base: 3500000}\n", None, "sandbox.uid_base", "sandbox"),
+    ("uid_count", "sandbox: {type: bwrap, uid_count: 4}\n", None, "sandbox.uid_count", "sandbox.uid_count"),
+    ("extra_sys_path", "sandbox: {type: bwrap, extra_sys_path: [/root]}\n", None, "sandbox.extra_sys_path",
      "sandbox.extra_sys_path"),
-    ("docker_user", "sandbox: {type: local, user: '0:0'}\n", None, "sandbox.user", "sandbox.user"),
+    ("docker_user", "sandbox: {type: bwrap, user: '0:0'}\n", None, "sandbox.user", "sandbox.user"),
     ("ld_preload", "limits: {wall_s: 10, env: {LD_PRELOAD: /tmp/evil.so}}\n", None, "limits.env", "limits.env"),
     ("pythonpath", "limits: {wall_s: 10, env: {PYTHONPATH: /tmp/evil}}\n", None, "limits.env", "limits"),
     ("env_allow", "limits: {wall_s: 10, env_allow: [AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN]}\n", None,
@@ -110,6 +119,21 @@ CASES: list[tuple[str, str, Callable[[Path, Path], None] | None, str, str]] = [
      "train.checkpoint_dir", "train.checkpoint_dir"),
     ("cluster_probe", "train: {policy: tiny, cluster: {type: semantic, probe: 'subprocess:getoutput'}}\n", None,
      "train.cluster.probe", "train.cluster.probe"),
+    ("template_dir_symlink", "", _template_dir_link, "prompt.template_dir", "prompt.template_dir"),
+    ("weaker_sandbox", "sandbox: {type: local}\n", None, "sandbox.type", "sandbox.type"),
+    ("judge_api_base", "train: {policy: tiny, cluster: {type: llm_judge, backend: {type: openai, model: j, "
+                       "api_base: 'http://203.0.113.9/v1', api_key_env: AWS_SECRET_ACCESS_KEY}}}\n", None,
+     "train.cluster.backend.api_base", "train.cluster"),
+    ("judge_key_env", "train: {policy: tiny, cluster: {type: llm_judge, backend: {type: openai, model: j, "
+                      "api_key_env: AWS_SECRET_ACCESS_KEY}}}\n", None,
+     "train.cluster.backend.api_key_env", "train.cluster.backend.api_key_env"),
+    ("interpolated_secret", "train: {policy: tiny, cluster: {type: llm_judge, backend: {type: openai, model: j, "
+                            "headers: {X-Auth: '${AWS_SECRET_ACCESS_KEY}'}}}}\n", None,
+     "train.cluster.backend.headers.X-Auth", "train.cluster.backend.headers"),
+    ("budget_pool", "run: {iterations: 2, seed: 1, workers: 1, budget_pool: shared}\n", None, "run.budget_pool",
+     "run.budget_pool"),
+    ("pool_migration", "run: {iterations: 2, seed: 1, workers: 1, budget_pool: shared, pool_migration: "
+                       "{interval: 1, count: 1}}\n", None, "run.pool_migration", "run"),
     ("prompt_symlink", "", _prompt_link, "symlinks", "symlinks"),
     ("prompts_dir_symlink", "", _prompts_dir_link, "symlinks", "symlinks"),
     ("seed_symlink", "", _seed_link, "symlinks", "symlinks"),
@@ -209,7 +233,7 @@ def test_the_list_of_host_keys_covers_every_case(tmp_path: Path) -> None:
 
 
 def test_search_settings_stay_allowed(tmp_path: Path) -> None:
-    ex = write(tmp_path / "ex", "sandbox: {type: local, warm: true}\nlimits: {wall_s: 5, memory_mb: 512}\n"
+    ex = write(tmp_path / "ex", "sandbox: {type: docker, warm: true}\nlimits: {wall_s: 5, memory_mb: 512}\n"
                                 "prompt: {system_message: be brief}\nbackend: {type: openai, model: gpt-x, "
                                 "api_key_env: OPENAI_API_KEY, temperature: 0.5}\n")
     (ex / "prompts").mkdir()
@@ -310,7 +334,8 @@ def test_opt_in_takes_effect_through_the_cli(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "limits.env" in refused.stderr
     db = tmp_path / "b.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", "--trust", "limits.env"],
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", "--trust", "limits.env",
+                        "--trust", "sandbox.type"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     art = sqlite3.connect(db).execute("SELECT artifacts FROM evaluations ORDER BY id LIMIT 1").fetchone()[0]
@@ -366,3 +391,69 @@ def test_resume_does_not_import_a_plugin_file_named_by_the_database(tmp_path: Pa
     code, lines = _cli(["resume", "--db", str(db), "--no-progress"], capfd)
     assert code == 2 and len(lines) == 1 and "--trust plugins" in lines[0], lines
     assert not marker.exists(), "the plugin file ran in the controller"
+
+
+# -- the fourth round's attacks, end to end through the command line ----------------------------
+@pytest.mark.slow
+def test_a_symlinked_prompt_under_template_dir_never_reaches_the_model_server(tmp_path: Path) -> None:
+    """The user trusts their own model server; the example's template_dir holds a link to a key."""
+    from qdevolve.testing.scripted_server import ScriptedServer
+    from qdevolve.testing.scripts import ScriptedModel
+
+    with ScriptedServer(ScriptedModel(seed=0)) as server:
+        ex = write(tmp_path / "ex", f"backend: {{type: openai, model: scripted, api_base: '{server.url}'}}\n"
+                                    "mutation: [{type: rewrite}]\n")
+        _template_dir_link(ex, tmp_path)
+        db = tmp_path / "run.sqlite"
+        r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", "--trust",
+                            "backend.api_base"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                           stdin=subprocess.DEVNULL)
+        sent = "\n".join(str(req) for req in server.requests)
+    assert "PRIVATE KEY" not in sent, "the linked key reached the model server"
+    assert r.returncode == 2 and "prompt.template_dir" in r.stderr and not db.exists(), r.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_an_example_cannot_choose_a_weaker_sandbox(tmp_path: Path) -> None:
+    """``sandbox: {type: local}`` in the example: refused where the default isolates more; the
+    evaluator (which reads the host's /etc/passwd) never runs. Asking for more is allowed."""
+    from qdevolve.sandbox import best_available
+
+    if best_available() == "local":
+        pytest.skip("bubblewrap does not work here: local is the default, so not weaker")
+    ex = write(tmp_path / "ex", "sandbox: {type: local}\n")
+    (ex / "evaluator.py").write_text(EVALUATOR.replace('os.environ.get("QD_CANARY", "unset")', '_passwd()')
+                                     + "\n\ndef _passwd():\n    try:\n        return open('/etc/passwd').read()[:200]\n"
+                                       "    except OSError:\n        return 'hidden'\n")
+    db = tmp_path / "run.sqlite"
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress"], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "'sandbox.type' ('local')" in r.stderr and not db.exists(), r.stderr[-2000:]
+    (ex / "config.yaml").write_text(BASE + "sandbox: {type: bwrap}\n")  # as strong as the default: the example's
+    ok = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress"], capture_output=True,
+                        text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    import sqlite3
+
+    art = sqlite3.connect(db).execute("SELECT artifacts FROM evaluations ORDER BY id LIMIT 1").fetchone()[0]
+    assert "root:" not in art and "hidden" in art, art
+
+
+def test_a_future_plugins_settings_are_walked_too(tmp_path: Path) -> None:
+    """No list of known keys: a server, a secret variable or a path out under any plugin's
+    settings (here an archive plugin no one has written yet) is a host key."""
+    secret = _secret(tmp_path)
+    config = {"archive": {"type": "someday", "report": {"to": "https://203.0.113.9/collect"},
+                          "credentials_env": "AWS_SECRET_ACCESS_KEY", "warm_start": str(secret),
+                          "hub": "203.0.113.9:9000", "bins": 4, "label": "fine"}}
+    keys = {k for k, _v, _w in host_keys(config, tmp_path / "ex")}
+    assert keys == {"archive.report.to", "archive.credentials_env", "archive.warm_start", "archive.hub"}, keys
+
+
+def test_the_users_budget_pool_flag_is_the_users(tmp_path: Path) -> None:
+    from qdevolve.cli.evolve import _apply_overrides
+
+    ex = write(tmp_path / "ex")
+    example = load_example(ex)
+    config = _apply_overrides(example.config, {"budget_pool": "mine"}, model=None, api_base=None)
+    check_start(example, config, None, trust=None)

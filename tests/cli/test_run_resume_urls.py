@@ -17,7 +17,9 @@ from tests.scale._example import write_example
 
 
 def qdevolve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qdevolve", *args], capture_output=True, text=True, timeout=300,
+    # the example's config chooses the local sandbox; weaker than the default, so the user's flag says it
+    local = ["--sandbox", "local"] if args[:1] == ("run",) and "--sandbox" not in args else []
+    return subprocess.run([sys.executable, "-m", "qdevolve", *args, *local], capture_output=True, text=True, timeout=300,
                           cwd=cwd, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 

@@ -75,6 +75,40 @@ evaluator:
   parallel_evaluations: 1
 '''
 
+# The shape every OpenEvolve example's config.yaml has: an OpenAI-compatible server and its key
+# from the environment, weighted models, the database, the evaluator and the system message.
+OPENEVOLVE_LLM_CONFIG = '''# a config as OpenEvolve's examples write it
+max_iterations: {iterations}
+checkpoint_interval: 10
+log_level: "INFO"
+llm:
+  api_base: "{api_base}"
+  api_key: ${{{key_env}}}
+  models:
+    - name: "{model}"
+      weight: 0.8
+    - name: "{model}"
+      weight: 0.2
+  temperature: 0.7
+  max_tokens: 2048
+  timeout: 60
+prompt:
+  system_message: "You are an expert programmer. Move the three numbers towards their targets."
+  num_top_programs: 2
+  num_diverse_programs: 1
+database:
+  num_islands: 1
+  archive_size: 20
+  exploration_ratio: 0.2
+  exploitation_ratio: 0.7
+evaluator:
+  timeout: 20
+  cascade_evaluation: false
+  parallel_evaluations: 1
+diff_based_evolution: true
+max_code_length: 10000
+'''
+
 
 def write(root: Path, files: dict[str, str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)

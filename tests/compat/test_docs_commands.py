@@ -50,8 +50,8 @@ def _finished_dbs(root: Path) -> list[Path]:
 
 @pytest.mark.slow
 def test_openevolve_doc_commands(tmp_path: Path) -> None:
-    cmds = doc_commands("openevolve.md")
-    assert len(cmds) == 2 and all("--config" in c for c in cmds)
+    cmds = [c for c in doc_commands("openevolve.md") if "--config" in c]
+    assert len(cmds) == 2
     dims = '["spread", "complexity"]'
     ex = write(tmp_path / "circle_packing", {
         "initial_program.py": SEED, "evaluator.py": METRICS_EVALUATOR.replace('del metrics["balance"]', "pass"),
@@ -62,6 +62,36 @@ def test_openevolve_doc_commands(tmp_path: Path) -> None:
         _run(cmd, {"path/to/circle_packing": str(ex)}, tmp_path)
     dbs = _finished_dbs(tmp_path)
     assert len(dbs) == 2 and any(db.name == "phase2.sqlite" for db in dbs)
+
+
+@pytest.mark.slow
+def test_openevolve_trust_doc_commands(tmp_path: Path) -> None:
+    """The one step of docs/openevolve.md on an OpenEvolve-style example whose config names its
+    server and key: offline with a warning, then `qdevolve trust`, then with its model."""
+    import os
+
+    from .conftest import OPENEVOLVE_LLM_CONFIG
+
+    cmds = [c for c in doc_commands("openevolve.md") if "function_minimization" in c]
+    assert [c.split()[1] for c in cmds] == ["run", "trust", "run"], cmds
+    with ScriptedServer(ScriptedModel(seed=0)) as server:
+        ex = write(tmp_path / "function_minimization", {
+            "initial_program.py": SEED, "evaluator.py": METRICS_EVALUATOR,
+            "config.yaml": OPENEVOLVE_LLM_CONFIG.format(iterations=2, api_base=server.url, key_env="QD_DOC_API_KEY",
+                                                        model="scripted")})
+        subs = {"path/to/function_minimization": str(ex)}
+        offline = _run(cmds[0] + " --sandbox local", subs, tmp_path)
+        assert "no effect" in offline.stderr and not server.requests, offline.stderr
+        trust = subprocess.run([sys.executable, "-m", "qdevolve", *cmds[1].replace(*subs.popitem()).split()[1:]],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert trust.returncode == 0 and "QD_DOC_API_KEY" in trust.stdout, trust.stdout + trust.stderr
+        os.environ["QD_DOC_API_KEY"] = "sk-doc"
+        try:
+            model = _run(cmds[2] + " --sandbox local", {"path/to/function_minimization": str(ex)}, tmp_path)
+        finally:
+            del os.environ["QD_DOC_API_KEY"]
+        assert server.requests and sum(ln.startswith("trusted:") for ln in model.stderr.splitlines()) == 1
+    assert len(_finished_dbs(tmp_path)) == 2
 
 
 @pytest.mark.slow

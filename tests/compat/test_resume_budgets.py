@@ -64,7 +64,8 @@ def _example(root: Path, url: str, sleep: float = 0.0) -> Path:
 
 
 def _qd(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    trusted = ["--trust", "backend.api_base"] if args[0] in ("run", "resume") else []  # the scripted server
+    trusted = {"run": ["--trust", "backend.api_base,sandbox.type"],  # the scripted server, the local sandbox
+               "resume": ["--trust", "backend.api_base"]}.get(args[0], [])
     r = subprocess.run([*QDEVOLVE, *args, *trusted, "--no-progress"], capture_output=True, text=True, timeout=300)
     if ok:
         assert r.returncode == 0, r.stderr[-3000:]

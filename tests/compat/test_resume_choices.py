@@ -156,7 +156,7 @@ def _run(cmd: list[str], timeout: float = 300) -> None:
 
 def _killed_then_resumed(ex: Path, db: Path) -> int:
     """Run, SIGKILL after KILL_AFTER stored children, resume; returns the children at the kill."""
-    proc = subprocess.Popen([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress", *TRUST],
+    proc = subprocess.Popen([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db), "--no-progress", *TRUST],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 180
     while proc.poll() is None and time.time() < deadline and _children(db) < KILL_AFTER:
@@ -174,7 +174,7 @@ def _compare(tmp_path: Path, extra: str = "", bandit: str = "true") -> dict[str,
     with ScriptedServer(reply) as server:
         ex = _example(tmp_path / "ex", server.url, extra, bandit)
         whole_db, cut_db = tmp_path / "whole.sqlite", tmp_path / "cut.sqlite"
-        _run([*QDEVOLVE, "run", str(ex), "--db", str(whole_db), "--no-progress", *TRUST])
+        _run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(whole_db), "--no-progress", *TRUST])
         at_kill = _killed_then_resumed(ex, cut_db)
     whole, whole_state = _choices(whole_db)
     cut, cut_state = _choices(cut_db)

@@ -73,7 +73,7 @@ def _env(every: int) -> dict[str, str]:
 
 
 def _run(ex: Path, db: Path, every: int = 4) -> None:
-    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--db", str(db), "--no-progress"],
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(ex), "--sandbox", "local", "--db", str(db), "--no-progress"],
                           capture_output=True, text=True, timeout=300, env=_env(every))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -123,7 +123,7 @@ def test_stats_from_a_snapshot_equal_a_full_replay(tmp_path: Path, name: str, wo
 def test_sigkill_and_resume_keep_snapshots_consistent(tmp_path: Path) -> None:
     db = tmp_path / "run.sqlite"
     ex = _example(tmp_path, "islands", 60, workers=2, sleep=0.05)
-    proc = subprocess.Popen([sys.executable, "-m", "qdevolve", "run", str(ex), "--db", str(db), "--no-progress"],
+    proc = subprocess.Popen([sys.executable, "-m", "qdevolve", "run", str(ex), "--sandbox", "local", "--db", str(db), "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(3))
     deadline = time.time() + 120
     n = 0

@@ -12,7 +12,9 @@ from .conftest import CONFIG, QDEVOLVE, SEED, write_example
 
 
 def _qd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*QDEVOLVE, *args], capture_output=True, text=True, timeout=120)
+    # the examples' configs choose the local sandbox; weaker than the default, so the user's flag says it
+    local = ["--sandbox", "local"] if args[:1] == ("run",) and "--sandbox" not in args else []
+    return subprocess.run([*QDEVOLVE, *args, *local], capture_output=True, text=True, timeout=120)
 
 
 CASES = {

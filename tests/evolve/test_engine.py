@@ -74,7 +74,7 @@ def test_resume_evaluates_stored_but_unevaluated_program(tiny_example: Path, tmp
 @pytest.mark.slow
 def test_resume_extends_budget_cli(tiny_example: Path, tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--db", str(db), "--iterations", "3",
+    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--sandbox", "local", "--db", str(db), "--iterations", "3",
                         "--no-progress"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "best score" in r.stdout and "lineage tree" in r.stdout
@@ -106,7 +106,7 @@ def test_one_writer_per_run_refuses_then_takes_over(tiny_example: Path, tmp_path
     import time
 
     db = tmp_path / "lease.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--db", str(db), "--iterations", "2", "--no-progress"],
+    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--sandbox", "local", "--db", str(db), "--iterations", "2", "--no-progress"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert _lease_row(db) is None, "a finished run releases its lease"
@@ -172,7 +172,7 @@ def test_run_aborted_by_backend_stops_cleanly_and_exits_1(tiny_example: Path, tm
     plugin = tmp_path / "aborting.py"
     plugin.write_text(ABORTING_BACKEND)
     db = tmp_path / "abort.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--db", str(db), "--backend", "aborting_test",
+    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--sandbox", "local", "--db", str(db), "--backend", "aborting_test",
                         "--mutation", "ask_model_test", "--plugin", str(plugin), "--no-progress"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, (r.stdout, r.stderr)

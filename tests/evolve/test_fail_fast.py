@@ -39,7 +39,7 @@ def _free_port() -> int:
 def test_first_children_failing_alike_stop_the_run(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "picky", seed=SEED, evaluator=PICKY_EVALUATOR)
     db = tmp_path / "p.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--iterations", "40", "--no-progress",
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db), "--iterations", "40", "--no-progress",
                         "--workers", "1"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
@@ -51,7 +51,7 @@ def test_first_children_failing_alike_stop_the_run(tmp_path: Path) -> None:
     assert 5 <= n < 40
     # a run told not to fail fast goes on to its budget
     db2 = tmp_path / "p2.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db2), "--iterations", "8", "--no-progress",
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db2), "--iterations", "8", "--no-progress",
                         "--workers", "1", "--fail-fast-children", "0"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
 
@@ -61,7 +61,7 @@ def test_unreachable_model_server_stops_with_one_line(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "tiny")
     db = tmp_path / "u.sqlite"
     port = _free_port()  # nothing listens there
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--iterations", "30", "--no-progress",
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db), "--iterations", "30", "--no-progress",
                         "--backend", "openai", "--model", "m", "--api-base",
                         f"http://user:secret@127.0.0.1:{port}/v1"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr

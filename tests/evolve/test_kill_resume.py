@@ -37,7 +37,7 @@ def test_sigkill_five_times_then_resume(tmp_path: Path) -> None:
     kills = 0
     for attempt in range(5):
         if attempt == 0:
-            cmd = [*QDEVOLVE, "run", str(ex), "--db", str(db), "--iterations", str(BUDGET), "--no-progress"]
+            cmd = [*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db), "--iterations", str(BUDGET), "--no-progress"]
         else:
             cmd = [*QDEVOLVE, "resume", "--db", str(db), "--no-progress"]
         before = max(_children(db), 0)

@@ -39,7 +39,7 @@ def test_plugin_raising_mid_run_marks_failed_and_resumes(tiny_example: Path, tmp
     brk.write_text("1")
     db = tmp_path / "f.sqlite"
     env = {**__import__("os").environ, "BREAK_FILE": str(brk)}
-    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--db", str(db), "--iterations", "12",
+    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--sandbox", "local", "--db", str(db), "--iterations", "12",
                         "--selection", "flaky_first", "--plugin", str(plugin), "--workers", "1", "--no-progress"],
                        capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 1, r.stderr

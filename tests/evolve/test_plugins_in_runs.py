@@ -55,7 +55,7 @@ def test_run_with_installed_selection_and_file_mutation(tiny_example: Path, tmp_
     plugin = tmp_path / "my_plugins.py"
     plugin.write_text(MUTATION_PLUGIN)
     db = tmp_path / "p.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--db", str(db), "--iterations", "6",
+    r = subprocess.run([*QDEVOLVE, "run", str(tiny_example), "--sandbox", "local", "--db", str(db), "--iterations", "6",
                         "--selection", "boltzmann", "--mutation", "scale_constants", "--plugin", str(plugin),
                         "--no-progress"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

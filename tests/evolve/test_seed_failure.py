@@ -64,7 +64,7 @@ def test_seed_failure_without_score_says_why() -> None:
 def test_failing_seed_prints_frames_and_a_command_that_reproduces_it(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "ex", evaluator=DEEP_EVALUATOR)
     db = tmp_path / "run.sqlite"
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--no-progress"],
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db), "--no-progress"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert not db.exists()
@@ -88,7 +88,7 @@ def test_failing_seed_prints_frames_and_a_command_that_reproduces_it(tmp_path: P
 def test_a_seed_that_raises_shows_its_own_traceback(tmp_path: Path) -> None:
     seed = SEED.replace("def value():\n", "def value():\n    raise ValueError('seed broke')\n")
     ex = write_example(tmp_path / "ex", seed=seed)
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(tmp_path / "r.sqlite"), "--no-progress"],
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(tmp_path / "r.sqlite"), "--no-progress"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "ValueError: seed broke" in r.stderr

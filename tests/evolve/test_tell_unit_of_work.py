@@ -228,7 +228,7 @@ def test_kill_between_every_pair_of_writes_resumes_to_the_uninterrupted_run(tmp_
     with ScriptedServer(reply) as server:
         ex = _example(tmp_path / "ex", server.url)
         whole_db = tmp_path / "whole.sqlite"
-        r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(whole_db), "--no-progress", "--trust", "backend.api_base"],
+        r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(whole_db), "--no-progress", "--trust", "backend.api_base"],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         whole = _outcome(whole_db)

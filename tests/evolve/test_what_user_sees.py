@@ -79,7 +79,7 @@ def _run_in_pty(argv: list[str], timeout: float) -> tuple[list[tuple[float, str]
 def test_progress_count_advances_while_the_run_runs(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "tiny", evaluator=SLOW_EVALUATOR)
     total = 30
-    chunks, rc = _run_in_pty([*QDEVOLVE, "run", str(ex), "--db", str(tmp_path / "r.sqlite"),
+    chunks, rc = _run_in_pty([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(tmp_path / "r.sqlite"),
                               "--iterations", str(total), "--workers", "1"], timeout=240)
     text = _ANSI.sub("", "".join(c for _, c in chunks))
     assert rc == 0, text[-3000:]
@@ -131,7 +131,7 @@ def test_run_starts_in_a_zero_byte_database_file(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "tiny")
     db = tmp_path / "empty.sqlite"
     db.touch()
-    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(db), "--iterations", "3", "--no-progress"],
+    r = subprocess.run([*QDEVOLVE, "run", str(ex), "--sandbox", "local", "--db", str(db), "--iterations", "3", "--no-progress"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     con = sqlite3.connect(db)

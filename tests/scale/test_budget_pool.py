@@ -31,7 +31,7 @@ def test_two_controllers_share_one_budget_pool(pg_url: str, tmp_path: Path) -> N
     for i in range(2):
         example = write_example(tmp_path / f"c{i}", iterations=total, sleep=0.4, seed=i)
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "qdevolve", "run", str(example), "--db", pg_url, "--budget-pool", pool,
+            [sys.executable, "-m", "qdevolve", "run", str(example), "--sandbox", "local", "--db", pg_url, "--budget-pool", pool,
              "--name", f"{pool}-island{i}", "--no-progress"],
             cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "COLUMNS": "200"}))
@@ -110,7 +110,7 @@ def test_resume_resets_a_drifted_counter_of_its_own_run(tmp_path: Path) -> None:
     example = write_example(tmp_path / "ex", iterations=6, sleep=0.0, seed=3)
     db = tmp_path / "r.sqlite"
     cmd = [sys.executable, "-m", "qdevolve"]
-    first = subprocess.run([*cmd, "run", str(example), "--db", str(db), "--iterations", "4", "--no-progress"],
+    first = subprocess.run([*cmd, "run", str(example), "--sandbox", "local", "--db", str(db), "--iterations", "4", "--no-progress"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert first.returncode == 0, first.stderr[-3000:]
     st = LineageStore(db, create=False)

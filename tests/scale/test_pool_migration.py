@@ -33,8 +33,8 @@ def test_two_controllers_exchange_migrants_through_postgres(pg_url: str, tmp_pat
         example = write_example(tmp_path / f"c{i}", iterations=total, sleep=0.5, seed=i,
                                 extra="  pool_migration: {interval: 2, count: 1}\n")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "qdevolve", "run", str(example), "--db", pg_url, "--budget-pool", pool,
-             "--name", f"{pool}-island{i}", "--no-progress"],
+            [sys.executable, "-m", "qdevolve", "run", str(example), "--sandbox", "local", "--db", pg_url, "--budget-pool", pool,
+             "--trust", "run.pool_migration", "--name", f"{pool}-island{i}", "--no-progress"],
             cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "COLUMNS": "200"}))
     for p in procs:

@@ -154,9 +154,20 @@ class Evolution:
         mig = PoolMigration(self.store, self.run_id, f"pool:{self.config.budget_pool}", *parsed,
                             archive=self.archive, program=self.cache.get, hashes=self.hashes,
                             remember=lambda p, r: self.cache.remember(p, r, self._elite_ids),
-                            reload=self.reload_archive)
+                            reload=self.reload_archive, evaluate=self._evaluate_migrant_now,
+                            evaluate_async=self._evaluate_migrant)
         self.hooks.append(mig.after_child)
         return mig
+
+    async def _evaluate_migrant(self, program: Program) -> EvalResult:
+        """A pool migrant evaluated by this run's own evaluator and sandbox before it counts
+        (its score came from the publisher's evaluator, which may be anyone's)."""
+        outcome = await asyncio.wrap_future(self.executor.submit(self.plugins.job(program, self.example)))
+        return outcome.result
+
+    def _evaluate_migrant_now(self, program: Program) -> EvalResult:
+        """:meth:`_evaluate_migrant`, blocking (``PoolMigration.pick_up`` called directly)."""
+        return self.executor.submit(self.plugins.job(program, self.example)).result().result
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
