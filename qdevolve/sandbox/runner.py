@@ -275,7 +275,9 @@ def preimport() -> None:
     import tokenize  # noqa: F401 - linecache opens source files with it
     import traceback  # noqa: F401 - the failure path
 
+    import _codeorigin  # noqa: F401 - installed in finish
     import _importguard  # noqa: F401 - installed in finish
+    import runpy  # noqa: F401 - the stand-in replaces its run_path
 
 
 def main(argv: list) -> None:
@@ -387,8 +389,12 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
     try:
         import _importguard
 
+        import _codeorigin
+
         _importguard.install(cfg["program"], None if candidate.user is None else candidate.user[0])
-        _standin.install(cfg["program"])
+        _standin.install()
+        # from here on no code built from the candidate's bytes runs in this process
+        _codeorigin.install(cfg["program"], candidate.user, list(sys.path))
         if cfg.get("evaluator"):
             body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"], cfg.get("cascade"))
         else:
