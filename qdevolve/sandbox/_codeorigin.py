@@ -13,7 +13,7 @@ written. The rule never looks at the candidate's text; it asks where the bytes c
   unless the entry is someone else's); a read-only mount is nobody's. Without a uid of its
   own the candidate is the runner's uid: whatever the runner may write is the candidate's;
 * the runner is **tainted** from the first byte that may be the candidate's: a reply from
-  the candidate process (``_standin``), an ``open`` of one of its paths, a listing of one of
+  the candidate process (``_standin``), an ``open`` for reading of one of its paths, a listing of one of
   its directories, or a child process (whose output may relay anything). Before that no
   candidate byte is in the runner, so no code can be built from one;
 * once tainted, code is built only from bytes of a trusted origin: a source or bytecode
@@ -240,10 +240,21 @@ def _refuse(what: str) -> None:
         "the stand-in (load the program with importlib, runpy or exec of its text)")
 
 
+def _reads(mode: object, flags: object) -> bool:
+    """Whether an ``open`` may read bytes someone else wrote (writing brings no byte of the
+    candidate in; nor does a file this open creates, ``O_CREAT | O_EXCL``)."""
+    if isinstance(mode, str):
+        return "x" not in mode and ("r" in mode or "+" in mode)
+    if isinstance(flags, int):
+        new = flags & (os.O_CREAT | os.O_EXCL) == (os.O_CREAT | os.O_EXCL)
+        return not new and flags & os.O_ACCMODE != os.O_WRONLY
+    return True
+
+
 def _hook(event: str, args: tuple) -> None:
     if event == "open":
-        path, mode = args[0], args[1]
-        if path is not None and candidates_path(path):
+        path, mode, flags = args
+        if path is not None and _reads(mode, flags) and candidates_path(path):
             taint(f"the runner opened {os.fsdecode(path)!r}")
         return
     if event in ("os.listdir", "os.scandir", "glob.glob"):
