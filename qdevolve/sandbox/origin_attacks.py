@@ -55,7 +55,8 @@ def value():
 """).strip().replace("\n", "\r\n") + "\r\n"
 
 #: The earlier evaluation of ``warm_heap_read``: its text carries the job canary.
-HEAP_BEFORE = 'CANARY = "__JOBCANARY__"\nprint("holding", len(CANARY))\n'
+HEAP_BEFORE = ('"""' + "an ordinary program of a few kilobytes; " * 100 + '"""\n'
+               'CANARY = "__JOBCANARY__"\n' + "# padding\n" * 200 + 'print("holding", len(CANARY))\n')
 
 #: The heap read: every readable, writable mapping of this process, searched for a job canary
 #: (the pattern does not match its own text).
