@@ -11,7 +11,8 @@ written. The rule never looks at the candidate's text; it asks where the bytes c
   written it: it, or a directory on its way (lexical or resolved), is owned by that uid,
   group- or world-writable, or lies in a directory the candidate may write (in a sticky one:
   unless the entry is someone else's); a read-only mount is nobody's. Without a uid of its
-  own the candidate is the runner's uid: whatever the runner may write is the candidate's;
+  own (a normal user's sandbox: one uid for both) the candidate's places are the work
+  directory and the program's directory, and whatever is world-writable outside sticky ones;
 * the runner is **tainted** from the first byte that may be the candidate's: a reply from
   the candidate process (``_standin``), an ``open`` for reading of one of its paths, a listing of one of
   its directories, or a child process (whose output may relay anything). Before that no
@@ -34,7 +35,7 @@ import os
 import stat
 import sys
 
-_STATE: dict = {"installed": False, "ast_only": None, "tainted": None, "program": None, "uid": None, "gid": None,
+_STATE: dict = {"installed": False, "ast_only": None, "areas": (), "tainted": None, "program": None, "uid": None, "gid": None,
                 "roots": (), "skip": ()}
 _TRUSTED_DIRS: set = set()  # directories the candidate cannot write (that never changes)
 
@@ -73,9 +74,8 @@ def ast_only(compile_, *args, **kwargs):
 def _writable_by_candidate(st: os.stat_result) -> bool:
     uid, gid = _STATE["uid"], _STATE["gid"]
     mode = st.st_mode
-    if uid is None:  # the candidate is this uid
-        return st.st_uid == os.getuid() or os.getuid() == 0 or bool(mode & 0o002) or (
-            bool(mode & 0o020) and st.st_gid in (os.getgid(), *os.getgroups()))
+    if uid is None:  # one uid for both: the candidate's places are named (``areas``), as
+        return bool(mode & 0o002)  # ``_importguard`` does, or world-writable
     return st.st_uid == uid or bool(mode & 0o002) or (bool(mode & 0o020) and st.st_gid == gid)
 
 
@@ -101,8 +101,8 @@ def _chain_is_candidates(path: str) -> bool:
             st = os.lstat(cur)
         except OSError:  # missing: the candidate's when it may create it there
             return writable
-        if writable and (not sticky or st.st_uid == me):
-            return True  # it may replace the entry
+        if writable and (not sticky or (st.st_uid == me and _STATE["uid"] is not None)):
+            return True  # it may replace the entry (one uid: only its named places count)
         if stat.S_ISLNK(st.st_mode):  # the resolved path is walked too
             return st.st_uid == me and _STATE["uid"] is not None
         mine = _writable_by_candidate(st) and not _read_only(cur)
@@ -130,6 +130,8 @@ def candidates_path(path: object) -> bool:
     except (OSError, ValueError):
         return True
     if real == _STATE["program"] or absolute == _STATE["program"]:
+        return True
+    if any((p + "/").startswith(area) for p in (absolute, real) for area in _STATE["areas"]):
         return True
     return _chain_is_candidates(absolute) or (real != absolute and _chain_is_candidates(real))
 
@@ -293,6 +295,9 @@ def install(program: str, candidate_user: tuple | None, library_roots: list) -> 
                   gid=None if candidate_user is None else int(candidate_user[1]))
     if _STATE["uid"] == os.getuid():
         _STATE["uid"] = _STATE["gid"] = None
+    if _STATE["uid"] is None:  # one uid: the candidate's places are named
+        areas = {os.getcwd(), os.path.dirname(_STATE["program"])}
+        _STATE["areas"] = tuple(os.path.realpath(a).rstrip("/") + "/" for a in areas if a)
     roots = {os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *library_roots) if p}
     _STATE["roots"] = tuple(r for r in roots if r != "//")
     here = os.path.dirname(os.path.abspath(__file__))

@@ -176,3 +176,35 @@ def test_effect_checks_fail_when_the_attack_took_effect():
     found = EvalResult(status="ok", score=1.0, artifacts={"stdout": f"RESULT scanned 9\nFOUND {Host.job_value}\n"})
     assert heap_clean(found, Host()) and not heap_clean(EvalResult(status="ok", score=1.0,
                                                                    artifacts={"stdout": "RESULT scanned 9\n"}), Host())
+
+
+def _examples() -> list:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    return sorted(d.name for d in root.iterdir() if (d / "evaluator.py").exists() and list(d.glob("initial_program.*")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _examples())
+def test_every_example_seed_scores_in_the_sandbox_what_it_scores_in_process(box, name):
+    """Honest candidates score what they scored before: each shipped example's seed, scored
+    by its evaluator in this process (no sandbox, as OpenEvolve does) and in the sandbox."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    ex = Path(__file__).resolve().parents[2] / "examples" / name
+    seed = sorted(ex.glob("initial_program.*"))[0]
+    if seed.suffix == ".c" and shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    spec = importlib.util.spec_from_file_location(f"example_evaluator_{name}", ex / "evaluator.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    direct = module.evaluate(str(seed))
+    expected = direct["combined_score"] if isinstance(direct, dict) else direct.metrics["combined_score"]
+    language = "c" if seed.suffix == ".c" else "python"
+    r = box.evaluate(Program(code=seed.read_text(), language=language), str(ex / "evaluator.py"),
+                     SandboxLimits(wall_s=60.0, cpu_s=40.0, memory_mb=2048))
+    assert r.status == "ok", (r.status, r.error, r.artifacts.get("traceback"))
+    assert r.score == pytest.approx(expected, rel=1e-12, abs=1e-12)
