@@ -21,7 +21,8 @@ written. The rule never looks at the candidate's text; it asks where the bytes c
   file that is not the candidate's, read by the import system (``SourceLoader.get_code``)
   or ``runpy``; a string constant of the calling function itself (the evaluator's own
   ``exec("...")``); text the standard library generates from identifiers it validated
-  (``dataclasses``, ``collections.namedtuple``); a module body of an installed library
+  (``dataclasses``, ``collections.namedtuple``); a ``typing.ForwardRef`` that is a pure type
+  expression (names, attributes, subscripts, constants, ``|``); a module body of an installed library
   (under ``sys.prefix`` or the sandbox's site-packages) while the import system runs it;
   and ``ast.parse``, which builds no code. Everything else is refused.
 
@@ -151,6 +152,7 @@ def _codes() -> dict:
     gens = {(os.path.join(lib, "dataclasses.py"), "_create_fn"), (os.path.join(lib, "dataclasses.py"), "add_fns_to_class"),
             (os.path.join(lib, "collections", "__init__.py"), "namedtuple")}
     return {"generators": gens, "parse": (os.path.join(lib, "ast.py"), "parse"),
+            "forward_ref": (os.path.join(lib, "typing.py"), "__init__"),
             "frames_removed": _bootstrap._call_with_frames_removed.__code__,
             "source_to_code": be.SourceLoader.source_to_code.__code__, "get_code": be.SourceLoader.get_code.__code__,
             "compile_bytecode": be._compile_bytecode.__code__, "runpy_file": runpy._get_code_from_file.__code__}
@@ -232,7 +234,27 @@ def trusted_source(source: object, frame) -> bool:
     where = (frame.f_code.co_filename, frame.f_code.co_name)
     if where == _CODES["parse"] or where in _CODES["generators"] or _STATE["ast_only"] == _thread():
         return True
+    if where == _CODES["forward_ref"]:
+        return _type_expression(source)
     return _literal(source, frame) or _import_source(source, frame) or _library_module(frame)
+
+
+_TYPE_NODES = ("Expression", "Name", "Attribute", "Subscript", "Tuple", "List", "Constant", "BinOp",
+               "BitOr", "Load", "Index", "Slice")
+
+
+def _type_expression(source: object) -> bool:
+    """``typing.ForwardRef`` of a pure type expression (names, attributes, subscripts,
+    constants, ``|``): evaluating it calls nothing the text names."""
+    import ast
+
+    try:
+        tree = ast_only(ast.parse, source if isinstance(source, str) else bytes(source).decode("utf-8"),
+                        mode="eval")
+    except (SyntaxError, ValueError, TypeError):
+        return False
+    return all(type(node).__name__ in _TYPE_NODES for node in ast.walk(tree)) and all(
+        isinstance(op.op, ast.BitOr) for op in ast.walk(tree) if isinstance(op, ast.BinOp))
 
 
 def _refuse(what: str) -> None:

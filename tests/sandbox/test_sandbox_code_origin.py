@@ -91,20 +91,30 @@ def code_bytes():
 EVAL_PROGRAM = "x = 1\n1e99\n"
 # the evaluator's and the standard library's own code after the candidate answered
 GENERATED = '''
-import collections, dataclasses, importlib.util, os
+import collections, dataclasses, importlib.util, os, typing
 def evaluate(program_path):
     spec = importlib.util.spec_from_file_location("prog", program_path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     v = mod.value()
-    import fractions, statistics  # lazy imports from the standard library
+    import fractions, statistics, typing  # lazy imports from the standard library
+    class Typed:
+        a: "int"
+        b: "typing.Optional[list[float]]"
+    hints = typing.get_type_hints(Typed)
+    try:
+        typing.get_type_hints(type("Bad", (), {"__annotations__": {"c": "__import__('os').getpid()"}}))
+        bad = 1.0
+    except PermissionError:
+        bad = 0.0
     Point = collections.namedtuple("Point", "x y")
     Box = dataclasses.make_dataclass("Box", [("w", float)])
     ns = {}
     exec("def twice(x):\\n    return 2 * x\\n", ns)
     pid = eval("__import__('os').getpid()")
     score = v + Point(1, 2).x * 0 + Box(1.0).w * 0 + statistics.mean([0, 0]) + float(fractions.Fraction(0))
-    return {"combined_score": score, "twice": ns["twice"](2), "here": float(pid == os.getpid())}
+    return {"combined_score": score, "twice": ns["twice"](2), "here": float(pid == os.getpid()),
+            "hints": float(hints["a"] is int), "bad": bad}
 '''
 
 
@@ -155,6 +165,8 @@ def test_code_the_evaluator_and_the_stdlib_generate_still_runs_here(box, tmp_pat
     assert r.status == "ok", (r.status, r.error, r.artifacts.get("traceback"))
     assert r.score == 0.5 and r.metrics["twice"] == 4.0
     assert r.metrics["here"] == 1.0, "the evaluator's own eval ran elsewhere"
+    assert r.metrics["hints"] == 1.0, "a string annotation (a type expression) was refused"
+    assert r.metrics["bad"] == 0.0, "an annotation that calls something was evaluated in the runner"
 
 
 def test_effect_checks_fail_when_the_attack_took_effect():
