@@ -137,15 +137,10 @@ def candidates_path(path: object) -> bool:
     return _chain_is_candidates(absolute) or (real != absolute and _chain_is_candidates(real))
 
 
-def _code(obj: object, *attrs: str):
-    for a in attrs:
-        obj = getattr(obj, a, None)
-    return getattr(obj, "__code__", None)
-
-
 def _codes() -> dict:
     import runpy
-    from importlib import _bootstrap, _bootstrap_external as be
+    from importlib import _bootstrap
+    from importlib import _bootstrap_external as be
 
     lib = os.path.dirname(os.__file__)
     # (file, function name): the standard library's generators of code from identifiers

@@ -272,12 +272,12 @@ def preimport() -> None:
     sys.dont_write_bytecode = True
     import linecache  # noqa: F401 - traceback formatting reads source lines through it
     import resource  # noqa: F401 - peak memory in the record
+    import runpy  # noqa: F401 - the stand-in replaces its run_path
     import tokenize  # noqa: F401 - linecache opens source files with it
     import traceback  # noqa: F401 - the failure path
 
     import _codeorigin  # noqa: F401 - installed in finish
     import _importguard  # noqa: F401 - installed in finish
-    import runpy  # noqa: F401 - the stand-in replaces its run_path
 
 
 def main(argv: list) -> None:
@@ -387,9 +387,8 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
 
     _standin.CANDIDATE = candidate
     try:
-        import _importguard
-
         import _codeorigin
+        import _importguard
 
         _importguard.install(cfg["program"], None if candidate.user is None else candidate.user[0])
         _standin.install()

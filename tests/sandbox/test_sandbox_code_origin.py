@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from qdevolve.sandbox.origin_attacks import heap_clean, printed_results, proc_sys_untouched, syscalls_failed
 from qdevolve.sandbox.limits import SandboxLimits
+from qdevolve.sandbox.origin_attacks import (
+    heap_clean,
+    printed_results,
+    proc_sys_untouched,
+    syscalls_failed,
+)
 from qdevolve.types import EvalResult, Program
 
 from .conftest import make_box
