@@ -7,7 +7,8 @@ sees every ``compile`` (``compile``/``exec``/``eval`` of text, imports of source
 refuses (``PermissionError``) any that builds code from bytes the candidate could have
 written. The rule never looks at the candidate's text; it asks where the bytes came from:
 
-* a **path is the candidate's** when it is the program, or the candidate's uid could have
+* a **path is the candidate's** when it is the program, a file or directory the runner wrote,
+  copied, renamed or linked once tainted (it may hold candidate bytes), or the candidate's uid could have
   written it: it, or a directory on its way (lexical or resolved), is owned by that uid,
   group- or world-writable, or lies in a directory the candidate may write (in a sticky one:
   unless the entry is someone else's); a read-only mount is nobody's. Without a uid of its
@@ -36,7 +37,7 @@ import os
 import stat
 import sys
 
-_STATE: dict = {"installed": False, "ast_only": None, "areas": (), "tainted": None, "program": None, "uid": None, "gid": None,
+_STATE: dict = {"installed": False, "ast_only": None, "areas": (), "written": set(), "tainted": None, "program": None, "uid": None, "gid": None,
                 "roots": (), "skip": ()}
 _TRUSTED_DIRS: set = set()  # directories the candidate cannot write (that never changes)
 
@@ -132,7 +133,7 @@ def candidates_path(path: object) -> bool:
         return True
     if real == _STATE["program"] or absolute == _STATE["program"]:
         return True
-    if any((p + "/").startswith(area) for p in (absolute, real) for area in _STATE["areas"]):
+    if any((p + "/").startswith(area) for p in (absolute, real) for area in (*_STATE["areas"], *_STATE["written"])):
         return True
     return _chain_is_candidates(absolute) or (real != absolute and _chain_is_candidates(real))
 
@@ -212,14 +213,19 @@ def _decoded(data: bytes) -> bytes:
 
 
 def _library_module(frame) -> bool:
-    """A module body of an installed library, run by the import system."""
+    """A module body of an installed library, run by the import system, and only library
+    code between it and the compile."""
+    def library(path: str) -> bool:
+        return any(path.startswith(root) for root in _STATE["roots"]) and not candidates_path(path)
+
     f = frame
     while f is not None and f.f_code.co_name != "<module>":
+        if not library(f.f_code.co_filename):
+            return False
         f = f.f_back
     if f is None or f.f_back is None or f.f_back.f_code is not _CODES["frames_removed"]:
         return False
-    path = f.f_code.co_filename
-    return any(path.startswith(root) for root in _STATE["roots"]) and not candidates_path(path)
+    return library(f.f_code.co_filename)
 
 
 def trusted_source(source: object, frame) -> bool:
@@ -270,11 +276,35 @@ def _reads(mode: object, flags: object) -> bool:
     return True
 
 
+def _writes(mode: object, flags: object) -> bool:
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    if isinstance(flags, int):
+        return flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_CREAT)
+    return True
+
+
+def _written(path: object) -> None:
+    try:
+        real = os.path.realpath(os.path.abspath(os.fsdecode(path)))
+    except (OSError, ValueError, TypeError):
+        return
+    _STATE["written"].add(real.rstrip("/") + "/")
+
+
 def _hook(event: str, args: tuple) -> None:
     if event == "open":
         path, mode, flags = args
-        if path is not None and _reads(mode, flags) and candidates_path(path):
+        if path is None or isinstance(path, int):
+            return
+        if _reads(mode, flags) and candidates_path(path):
             taint(f"the runner opened {os.fsdecode(path)!r}")
+        if _STATE["tainted"] is not None and _writes(mode, flags):
+            _written(path)  # what the runner writes once it holds candidate bytes may hold them
+        return
+    if event in ("os.rename", "shutil.copyfile", "shutil.copytree", "os.link", "os.symlink", "shutil.move"):
+        if _STATE["tainted"] is not None and len(args) > 1 and isinstance(args[1], (str, bytes, os.PathLike)):
+            _written(args[1])
         return
     if event in ("os.listdir", "os.scandir", "glob.glob"):
         if args and args[0] is not None and not isinstance(args[0], int) and candidates_path(args[0]):

@@ -63,6 +63,28 @@ def evaluate(program_path):
     spec.loader.exec_module(helper)
     return {"combined_score": mod.value(), "here": float(helper.where() == os.getpid())}
 '''
+# the program's bytes copied into the runner's own private directory: still the candidate's
+COPIED = '''
+import importlib.util, os, shutil, tempfile
+def evaluate(program_path):
+    spec = importlib.util.spec_from_file_location("prog", program_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    v = mod.value()
+    private = tempfile.mkdtemp(prefix="evaluator-own-")
+    copy = os.path.join(private, "copy.py")
+    shutil.copy(program_path, copy)
+    with open(program_path, "rb") as src, open(os.path.join(private, "copy2.py"), "wb") as dst:
+        dst.write(src.read() + b"\\n# copied by the evaluator\\n")
+    os.rename(os.path.join(private, "copy2.py"), os.path.join(private, "moved.py"))
+    here = []
+    for name in ("copy.py", "moved.py"):
+        spec = importlib.util.spec_from_file_location("copy", os.path.join(private, name))
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        here.append(m.where() == os.getpid())
+    return {"combined_score": v, "here": float(any(here))}
+'''
 SCRATCH_PROGRAM = PROGRAM + '''
 
 def write_helper():
@@ -153,6 +175,17 @@ def test_a_scratch_file_of_the_candidate_runs_in_the_candidate(box, tmp_path):
     r = _run(box, tmp_path, SCRATCH, SCRATCH_PROGRAM)
     assert r.status == "ok", (r.status, r.error, r.artifacts.get("traceback"))
     assert r.metrics["here"] == 0.0, "a module the candidate wrote ran in the trusted runner"
+
+
+@pytest.mark.slow
+def test_candidate_bytes_the_runner_copied_stay_the_candidates(box, tmp_path):
+    """Run in the candidate's process, or fail (here: the candidate cannot read the runner's
+    private directory, so loading the copy there fails)."""
+    r = _run(box, tmp_path, COPIED)
+    assert r.metrics.get("here") != 1.0, "a copy of the program ran in the trusted runner"
+    assert (r.status == "ok" and r.score == 0.5) or (r.status == "error" and r.score is None), (r.status, r.error)
+    if r.status == "error":
+        assert "copy.py" in (r.error or ""), r.error
 
 
 @pytest.mark.slow
