@@ -50,6 +50,22 @@ def evaluate(program_path):
     spec.loader.exec_module(mod)
     return {"combined_score": mod.value(), "here": float(mod.where() == os.getpid())}
 '''
+# text the candidate returns through the stand-in, executed by the evaluator
+RETURNED = '''
+import importlib.util, os
+def evaluate(program_path):
+    spec = importlib.util.spec_from_file_location("prog", program_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ns = {}
+    exec(mod.source(), ns)
+    return {"combined_score": mod.value(), "here": float(ns["where"]() == os.getpid())}
+'''
+RETURNED_PROGRAM = PROGRAM + '''
+
+def source():
+    return "import os\\ndef where():\\n    return os.getpid()\\n"
+'''
 # a scratch file the candidate wrote, imported by the evaluator: the candidate's bytes too
 SCRATCH = '''
 import importlib.util, os
@@ -175,6 +191,13 @@ def test_a_scratch_file_of_the_candidate_runs_in_the_candidate(box, tmp_path):
     r = _run(box, tmp_path, SCRATCH, SCRATCH_PROGRAM)
     assert r.status == "ok", (r.status, r.error, r.artifacts.get("traceback"))
     assert r.metrics["here"] == 0.0, "a module the candidate wrote ran in the trusted runner"
+
+
+@pytest.mark.slow
+def test_text_the_candidate_returned_runs_in_the_candidate(box, tmp_path):
+    r = _run(box, tmp_path, RETURNED, RETURNED_PROGRAM)
+    assert r.status == "ok", (r.status, r.error, r.artifacts.get("traceback"))
+    assert r.score == 0.5 and r.metrics["here"] == 0.0, "text from the candidate ran in the trusted runner"
 
 
 @pytest.mark.slow
