@@ -260,7 +260,7 @@ def _examples() -> list:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _examples())
-def test_every_example_seed_scores_in_the_sandbox_what_it_scores_in_process(box, name):
+def test_every_example_seed_scores_in_the_sandbox_what_it_scores_in_process(box, name, tmp_path, monkeypatch):
     """Honest candidates score what they scored before: each shipped example's seed, scored
     by its evaluator in this process (no sandbox, as OpenEvolve does) and in the sandbox."""
     import importlib.util
@@ -271,6 +271,7 @@ def test_every_example_seed_scores_in_the_sandbox_what_it_scores_in_process(box,
     seed = sorted(ex.glob("initial_program.*"))[0]
     if seed.suffix == ".c" and shutil.which("gcc") is None:
         pytest.skip("needs gcc")
+    monkeypatch.chdir(tmp_path)  # an evaluator may build in its working directory
     spec = importlib.util.spec_from_file_location(f"example_evaluator_{name}", ex / "evaluator.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
