@@ -134,7 +134,9 @@ def check(backend: str, warm: bool, image: str | None, only: str | None, as_json
         click.echo(f"backend: {name}" + (" (warm)" if getattr(box, "warm", False) else ""))
         click.echo(f"{'attack':<22} {'expected':<22} {'got':<8} {'seconds':>6}")
     try:
-        rows = run_catalogue(box, attacks=attacks, on_row=show)
+        from qdevolve.evolve.compat.shinka_compat import adapter_evaluator
+
+        rows = run_catalogue(box, attacks=attacks, on_row=show, wrappers={"shinka": adapter_evaluator})
     finally:
         box.close()
     failed = [r for r in rows if not r.passed]

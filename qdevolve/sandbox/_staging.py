@@ -39,7 +39,7 @@ __all__ = ["Staging", "RunDir", "remove_tree", "remove_stale_staging", "sandbox_
 _HERE = Path(_runner_mod.__file__).parent
 #: The trusted files staged for the sandbox (stdlib only; imported there as top-level modules).
 RUNNER_FILES = ("runner.py", "_wire.py", "_standin.py", "candidate.py", "_mountview.py", "_procctl.py",
-                "zygote.py", "_importguard.py")
+                "zygote.py", "_importguard.py", "_codeorigin.py")
 
 
 def world_accessible(path: str | Path) -> bool:

@@ -29,6 +29,7 @@ import sys
 import time
 import types
 
+import _codeorigin
 import _wire
 
 
@@ -166,7 +167,9 @@ class Candidate:
         return self.endpoint
 
     def request(self, *msg: object) -> object:
-        """A request with the per-call deadline; failures kill the candidate."""
+        """A request with the per-call deadline; failures kill the candidate. What it
+        returns is the candidate's: the runner is tainted from here on (``_codeorigin``)."""
+        _codeorigin.taint("a reply from the candidate process")
         endpoint = self.start()
         outer = endpoint.deadline
         endpoint.deadline = min(time.monotonic() + self.call_s, self.run_end)
@@ -317,74 +320,115 @@ class StandInModule(types.ModuleType):
         return object.__getattribute__(self, "__dict__")["_qdevolve_remote"].names()
 
 
-def load(name: str, path: str, run_name: str | None = None) -> _RemoteModule:
-    """Execute the program in the candidate process; its module, as seen from here."""
-    remote = CANDIDATE.request("load", name, path, run_name or name)
+def load(name: str, path: str, run_name: str | None = None, source: object = None) -> _RemoteModule:
+    """Execute the program (or ``source``, compiled as ``path``) in the candidate process;
+    its module, as seen from here."""
+    remote = CANDIDATE.request("load", name, path, run_name or name, source)
     if type(remote) is not _Remote:
         raise CandidateError("the candidate process did not return its module")
     return _RemoteModule(remote)
 
 
-def install(program: str) -> None:
-    """Make every way an evaluator imports or executes ``program`` return a stand-in."""
+class RemoteCode:
+    """What ``compile`` gives for text the runner may not run (``_codeorigin``): ``exec`` of
+    it runs the text in the candidate's process; anything else refuses it (it is no code)."""
+
+    __slots__ = ("source", "filename")
+
+    def __init__(self, source: object, filename: object) -> None:
+        self.source, self.filename = source, filename
+
+    def __repr__(self) -> str:
+        return f"<code of the candidate {self.filename!r}: runs only in the candidate process>"
+
+
+_ONLY_AST = 0x400
+
+
+def install() -> None:
+    """Make every way an evaluator imports or executes the candidate's bytes run them in the
+    candidate process (the program, any file the candidate could have written, text built
+    from them): which ones is ``_codeorigin``'s rule of where bytes came from."""
     from importlib import _bootstrap_external
 
-    real = os.path.realpath(program)
-    with open(program, "rb") as fh:
-        source = fh.read()
-    texts = {source, source.decode("utf-8", "replace")}
-
-    def is_program(path: object) -> bool:
-        try:
-            return isinstance(path, (str, os.PathLike)) and os.path.realpath(path) == real
-        except (OSError, ValueError):
-            return False
+    mine = _codeorigin.candidates_path
 
     base = _bootstrap_external._LoaderBasics
     original_exec_module = base.exec_module
 
     def exec_module(self, module):
-        if not is_program(getattr(self, "path", None)):
+        path = getattr(self, "path", None)
+        if not isinstance(path, (str, os.PathLike)) or not mine(path):
             return original_exec_module(self, module)
-        remote = load(module.__name__, real)
+        remote = load(module.__name__, os.path.realpath(path))
         module.__dict__["_qdevolve_remote"] = remote
         module.__class__ = StandInModule
         return None
 
     base.exec_module = exec_module
+    ext = _bootstrap_external.ExtensionFileLoader
+    original_create = ext.create_module
+
+    def create_module(self, spec):
+        if mine(getattr(self, "path", None) or ""):
+            raise _codeorigin.CodeOriginError(f"the trusted runner loads no extension module the candidate "
+                                              f"could have written ({self.path!r})")
+        return original_create(self, spec)
+
+    ext.create_module = create_module
 
     import runpy
 
     original_run_path = runpy.run_path
 
     def run_path(path_name, init_globals=None, run_name=None):
-        if not is_program(path_name):
+        if not mine(path_name):
             return original_run_path(path_name, init_globals, run_name)
-        remote = load(run_name or "<run_path>", real, run_name or "<run_path>")
+        remote = load(run_name or "<run_path>", os.path.realpath(path_name), run_name or "<run_path>")
         return remote.namespace()
 
     runpy.run_path = run_path
 
-    marker = "<qdevolve candidate program>"
     original_compile, original_exec = builtins.compile, builtins.exec
 
-    def compile_(src, filename, mode, *args, **kwargs):
-        if isinstance(src, (str, bytes)) and src in texts and mode == "exec":
-            return original_compile("", marker, "exec")
-        return original_compile(src, filename, mode, *args, **kwargs)
+    def runs_here(src) -> bool:
+        return _codeorigin.trusted_source(src, _codeorigin._caller(sys._getframe(2)))
+
+    def compile_(src, filename, mode, flags=0, *args, **kwargs):
+        if isinstance(flags, int) and flags & _ONLY_AST:
+            return _codeorigin.ast_only(original_compile, src, filename, mode, flags, *args, **kwargs)
+        if mode == "exec" and isinstance(src, (str, bytes, bytearray)) and not runs_here(src):
+            return RemoteCode(src, filename)
+        if mode == "exec" and not isinstance(src, (str, bytes, bytearray)) and _is_ast(src) and not runs_here(src):
+            import ast
+
+            return RemoteCode(ast.unparse(src), filename)
+        return original_compile(src, filename, mode, flags, *args, **kwargs)
 
     def exec_(obj, globals_=None, locals_=None, /, *args, **kwargs):
-        is_marker = isinstance(obj, types.CodeType) and obj.co_filename == marker
-        if not is_marker and not (isinstance(obj, (str, bytes)) and obj in texts):
+        remote_code = type(obj) is RemoteCode
+        if not remote_code and not (isinstance(obj, (str, bytes, bytearray)) and not runs_here(obj)):
             frame_globals = sys._getframe(1).f_globals if globals_ is None else globals_
+            if locals_ is None and globals_ is None:
+                locals_ = sys._getframe(1).f_locals
             return original_exec(obj, frame_globals, locals_, *args, **kwargs)
+        source, filename = (obj.source, obj.filename) if remote_code else (obj, "<string>")
+        if isinstance(source, (bytes, bytearray)):
+            source = bytes(source)
         target = globals_ if globals_ is not None else sys._getframe(1).f_globals
         # like exec: code run in globals without __name__ sees the builtins module's name
         name = target.get("__name__", "builtins") if isinstance(target, dict) else "builtins"
-        remote = load(str(name), real, str(name))
+        if not isinstance(filename, str):
+            filename = os.fsdecode(filename) if isinstance(filename, (bytes, os.PathLike)) else "<string>"
+        remote = load(str(name), filename, str(name), source)
         names = remote.namespace()
         (locals_ if locals_ is not None else target).update(
             {k: v for k, v in names.items() if k != "__builtins__"})
         return None
 
     builtins.compile, builtins.exec = compile_, exec_
+
+
+def _is_ast(obj: object) -> bool:
+    mod = sys.modules.get("ast")
+    return mod is not None and isinstance(obj, mod.AST)

@@ -4,7 +4,8 @@
 starts the template under ``unshare``, ``bwrap`` inside bubblewrap); a subclass renders the
 template's argv and says where the evaluator and work dir appear.
 :class:`Zygote` starts the template in its namespaces and waits until it is ready;
-:meth:`Zygote.run` sends one job with three fresh pipes (record, stderr, nonce), reads the
+:meth:`Zygote.run` sends one job (in a memory file the template never reads: only the job's
+own fork does) with three fresh pipes (record, stderr, nonce), reads the
 record and the stderr tail under the wall clock, and returns what a cold run returns
 (:class:`~qdevolve.sandbox._bounded.Captured`). A job past its wall clock kills the whole
 zygote (its pid namespace takes every process with it); the next job starts a new one.
@@ -144,6 +145,20 @@ class WarmPath:
             z.kill()
 
 
+def _job_file(job: dict) -> int:
+    """A memory file holding ``job`` (``marshal``), for the job's process alone."""
+    data = marshal.dumps(job)
+    fd = os.memfd_create("qdevolve-job", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class Zygote:
     """One warm template process (see the module doc)."""
 
@@ -193,10 +208,11 @@ class Zygote:
         nonce_r, nonce_w = os.pipe()
         os.write(nonce_w, nonce.encode())
         os.close(nonce_w)
-        try:
-            socket.send_fds(self.sock, [marshal.dumps(job)], [rec_w, err_w, nonce_r])
+        job_fd = _job_file(job)
+        try:  # the job travels in a memory file the template passes on unread
+            socket.send_fds(self.sock, [b"job"], [job_fd, rec_w, err_w, nonce_r])
         finally:
-            for fd in (rec_w, err_w, nonce_r):
+            for fd in (job_fd, rec_w, err_w, nonce_r):
                 os.close(fd)
         tails = {rec_r: Tail(stdout_cap), err_r: Tail(cap)}
         open_fds = {rec_r, err_r}

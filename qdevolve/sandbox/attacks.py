@@ -24,17 +24,20 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdevolve.sandbox import isolation_attacks as _iso
+from qdevolve.sandbox import origin_attacks as _origin
 from qdevolve.sandbox._proc import sandbox_processes
 from qdevolve.sandbox.forgeries import (
     FORGERIES,
     HONEST_PACKING,
     HONEST_PACKING_SCORE,
     HONEST_SCORE,
+    PLANTED_MODULE,
+    forged_record,
     forgery_code,
     write_honest_evaluator,
 )
@@ -60,6 +63,9 @@ class Attack:
     honest: float | None = None  # forging: run against the honest evaluator; the score it must get
     evaluator: str | None = None  # forging: the evaluator's source (default: the honest circle packer)
     runs: int = 1  # evaluations of the program in a row, the last one checked (warm persistence)
+    before: str | None = None  # a program evaluated once first, in the same sandbox (warm heap)
+    wrap: str | None = None  # the evaluator is one of this framework's, adapted (``wrappers[wrap]``)
+    effects: Callable[[EvalResult, HostCanaries], list[str]] | None = None  # did the attack fail?
 
     @property
     def category(self) -> str:
@@ -201,28 +207,12 @@ while True:
 """),
     _a("slow_exit", {"ok", "timeout"}, "atexit handler and SystemExit catcher that sleep",
        "import atexit, time\natexit.register(time.sleep, 10_000)\nprint('done')"),
-    _a("raw_syscalls", {"ok", "error"}, "ctypes: setuid(0), unshare, mount",
-       """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-print("setuid", libc.setuid(0), ctypes.get_errno())
-print("unshare", libc.unshare(0x00020000), ctypes.get_errno())
-print("mount", libc.mount(b"none", b"/usr", b"tmpfs", 0, None), ctypes.get_errno())
-"""),
+    _a("raw_syscalls", {"ok", "error"}, "ctypes: setuid(0), unshare, mount (each must return -1)",
+       _origin.RAW_SYSCALLS, effects=_origin.syscalls_failed),
     _a("proc_sys_poke", {"ok", "error", "timeout"},
-       "write /proc/sys, /proc/sysrq-trigger; ptrace pid 1 (stopping the sandbox's own init "
-       "may stall it until the wall clock)",
-       """
-import ctypes
-for p in ["/proc/sys/kernel/hostname", "/proc/sysrq-trigger", "/sys/kernel/mm/transparent_hugepage/enabled"]:
-    try:
-        open(p, "w").write("x")
-        print("wrote", p)
-    except OSError as exc:
-        print("refused", p, exc.errno)
-libc = ctypes.CDLL(None, use_errno=True)
-print("ptrace", libc.ptrace(16, 1, None, None), ctypes.get_errno())
-"""),
+       "write /proc/sys, /proc/sysrq-trigger, /sys; ptrace pid 1 (each must fail; the host's "
+       "hostname unchanged; stopping the sandbox's own init may stall it until the wall clock)",
+       _origin.PROC_SYS_POKE, effects=_origin.proc_sys_untouched),
     _a("non_utf8", {"ok"}, "bytes that are not UTF-8 on both streams",
        "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x80 ok')\nsys.stderr.buffer.write(b'\\xc3\\x28')"),
 )
@@ -257,6 +247,25 @@ ATTACKS = ATTACKS + (
        "capped per evaluation, not per process", _iso.MEMORY_TREE),
 )
 
+# issue 29: code from the candidate's bytes in the runner, memory a warm candidate inherits,
+# the ShinkaEvolve adapter's results
+ATTACKS = ATTACKS + (
+    Attack("forge_newline_exec", _origin.NEWLINE_FORGERY % forged_record("1e99"), _FAILED | {"ok"},
+           "CRLF program whose module body writes the record, run by an evaluator doing "
+           "exec(open(path).read()) (text mode: LF): it must run in the candidate's process",
+           honest=0.25, evaluator=_origin.EXEC_EVALUATOR),
+    _a("warm_heap_read", {"ok"}, "scan /proc/self/mem for the text of the evaluation before "
+       "(warm: a fork of the same template)", _origin.HEAP_READ, before=_origin.HEAP_BEFORE,
+       effects=_origin.heap_clean),
+    Attack("adapter_fifo_swap", _origin.FIFO_SWAP.strip() + "\n", _FAILED | {"ok"},
+           "ShinkaEvolve adapter: a FIFO as correct.json holds main() while metrics.json is replaced",
+           honest=0.25, evaluator=_origin.SHINKA_EVALUATE, wrap="shinka"),
+    Attack("adapter_planted_module",
+           _origin.PLANTED_SWAP.replace("__PLANT__", repr(PLANTED_MODULE % forged_record("1e99"))).strip() + "\n",
+           _FAILED | {"ok"}, "ShinkaEvolve adapter: a module planted on its import path writes the record",
+           honest=0.25, evaluator=_origin.SHINKA_EVALUATE, wrap="shinka"),
+)
+
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "<missing>"
@@ -283,6 +292,8 @@ class HostCanaries:
         self.data_value = "datacanary-" + secrets.token_hex(12)
         self.honest_evaluator = write_honest_evaluator(self.dir / "honest", self.source_value, self.data_value)
         self.honest_data = self.honest_evaluator.parent / "honest_data.json"
+        self.job_value = "jobcanary-" + secrets.token_hex(12)  # in an earlier evaluation's program
+        self.hostname = socket.gethostname()
         self.received: list[bytes] = []
         self._srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._srv.bind(("127.0.0.1", 0))
@@ -317,7 +328,8 @@ class HostCanaries:
         return (code.replace("__PORT__", str(self.port)).replace("__CANARY_FILE__", str(self.canary_file))
                 .replace("__DB__", str(self.db)).replace("__EVALUATOR__", str(self.evaluator))
                 .replace("__HOSTDIR__", str(self.dir))
-                .replace("__HONESTDIR__", str(self.honest_evaluator.parent)))
+                .replace("__HONESTDIR__", str(self.honest_evaluator.parent))
+                .replace("__JOBCANARY__", self.job_value))
 
     def close(self) -> None:
         self._stop.set()
@@ -371,17 +383,35 @@ def _expected(attack: Attack) -> str:
     return "|".join(sorted(attack.expected))
 
 
+def _evaluator_of(attack: Attack, host: HostCanaries, wrappers: Mapping[str, Callable[[Path], Path]]):
+    evaluator = None if attack.honest is None else host.honest_evaluator
+    if attack.evaluator is not None:
+        d = host.dir / f"evaluator_{attack.name}"
+        d.mkdir(exist_ok=True)
+        evaluator = d / ("evaluate.py" if attack.wrap else "evaluator.py")
+        evaluator.write_text(attack.evaluator)
+        if attack.wrap:
+            (d / "helper.py").write_text("X = 1\n")  # a sibling module of the adapted evaluator
+            if attack.wrap not in wrappers:
+                raise LookupError(f"the row needs the {attack.wrap!r} evaluator adapter: pass "
+                                  f"wrappers={{{attack.wrap!r}: ...}} (qdevolve sandbox check does)")
+            evaluator = wrappers[attack.wrap](evaluator)
+    return evaluator
+
+
 def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits | None = None, *,
-                 leftovers: Callable[[], list[str]] | None = None) -> CheckRow:
-    """Run ``attack`` in ``box`` and check every host-side assertion; never raises."""
+                 leftovers: Callable[[], list[str]] | None = None,
+                 wrappers: Mapping[str, Callable[[Path], Path]] | None = None) -> CheckRow:
+    """Run ``attack`` in ``box`` and check every host-side assertion and the attack's effects
+    (``Attack.effects``); never raises. ``wrappers`` adapt evaluators of other frameworks
+    (``"shinka"``: the ShinkaEvolve adapter, which lives above the sandbox layer)."""
     limits = limits or check_limits()
     failures: list[str] = []
     t0 = time.monotonic()
     try:
-        evaluator = None if attack.honest is None else host.honest_evaluator
-        if attack.evaluator is not None:
-            evaluator = host.dir / f"evaluator_{attack.name}.py"
-            evaluator.write_text(attack.evaluator)
+        evaluator = _evaluator_of(attack, host, wrappers or {})
+        if attack.before is not None:
+            box.evaluate(Program(code=host.render(attack.before)), None, limits)
         for _ in range(attack.runs):
             result = box.evaluate(Program(code=host.render(attack.code)), evaluator, limits)
     except Exception as exc:  # noqa: BLE001 - a raise IS the failure being checked
@@ -417,6 +447,8 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
         # a flood that is stored (in part) must say so; one stored not at all (docker, where a
         # candidate's stdout never reaches the controller after a kill) is bounded already
         failures.append("flooded output stored without the truncated marker")
+    if attack.effects is not None:
+        failures += attack.effects(result, host)
     sums = host.sums()
     if sums != host.checksums:
         failures.append(f"host files changed: {sorted(k for k in sums if sums[k] != host.checksums[k])}")
@@ -457,14 +489,15 @@ def backend_leftovers(box) -> Callable[[], list[str]]:
 
 
 def run_catalogue(box, limits: SandboxLimits | None = None, attacks: Iterable[Attack] = ATTACKS,
-                  on_row: Callable[[CheckRow], None] | None = None) -> list[CheckRow]:
+                  on_row: Callable[[CheckRow], None] | None = None,
+                  wrappers: Mapping[str, Callable[[Path], Path]] | None = None) -> list[CheckRow]:
     """Run every attack against ``box`` with fresh host canaries; one row each, plus a final
     ``next_evaluation`` row checking that an ordinary program still scores 1.0."""
     rows = []
     with HostCanaries() as host:
         leftovers = backend_leftovers(box)
         for attack in attacks:
-            row = check_attack(box, attack, host, limits, leftovers=leftovers)
+            row = check_attack(box, attack, host, limits, leftovers=leftovers, wrappers=wrappers)
             rows.append(row)
             if on_row:
                 on_row(row)

@@ -46,10 +46,13 @@ def _exportable(obj: object) -> bool:
     return callable(obj) or any(obj is m for m in _LOADED)
 
 
-def _load(name: str, path: str, run_name: str) -> types.ModuleType:
-    """Execute the program as module ``run_name`` (``__main__`` for scripts) and return it."""
-    with open(path, "rb") as fh:
-        code = compile(fh.read(), path, "exec")
+def _load(name: str, path: str, run_name: str, source: object = None) -> types.ModuleType:
+    """Execute the program (or ``source``, text the evaluator meant to execute, compiled as
+    ``path``) as module ``run_name`` (``__main__`` for scripts) and return it."""
+    if source is None:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    code = compile(source, path, "exec")
     module = types.ModuleType(run_name)
     module.__file__ = path
     module.__builtins__ = __builtins__

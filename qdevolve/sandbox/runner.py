@@ -272,9 +272,11 @@ def preimport() -> None:
     sys.dont_write_bytecode = True
     import linecache  # noqa: F401 - traceback formatting reads source lines through it
     import resource  # noqa: F401 - peak memory in the record
+    import runpy  # noqa: F401 - the stand-in replaces its run_path
     import tokenize  # noqa: F401 - linecache opens source files with it
     import traceback  # noqa: F401 - the failure path
 
+    import _codeorigin  # noqa: F401 - installed in finish
     import _importguard  # noqa: F401 - installed in finish
 
 
@@ -385,10 +387,13 @@ def finish(cfg: dict, nonce: str, channel: int, drain, candidate) -> None:
 
     _standin.CANDIDATE = candidate
     try:
+        import _codeorigin
         import _importguard
 
         _importguard.install(cfg["program"], None if candidate.user is None else candidate.user[0])
-        _standin.install(cfg["program"])
+        _standin.install()
+        # from here on no code built from the candidate's bytes runs in this process
+        _codeorigin.install(cfg["program"], candidate.user, list(sys.path))
         if cfg.get("evaluator"):
             body = _run_evaluator(_load_evaluator(cfg["evaluator"]), cfg["program"], cfg.get("cascade"))
         else:

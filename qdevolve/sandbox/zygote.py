@@ -6,8 +6,10 @@ Started once per worker (staged next to ``runner.py``; stdlib only) as ``unshare
 pid 1 it builds the view of the host once, ``_mountview``) or inside bubblewrap as root with
 only ``CAP_SYS_ADMIN``, ``CAP_SETUID`` and ``CAP_SETGID`` (``bwrap``: bubblewrap built the
 view). It imports everything an evaluation needs, and then, for each
-job the controller sends on ``FD`` (a ``SOCK_SEQPACKET`` socket: the job as ``marshal``,
-plus the record pipe, the stderr pipe and the nonce pipe as passed descriptors), forks:
+job the controller sends on ``FD`` (a ``SOCK_SEQPACKET`` socket: four passed descriptors,
+a memory file holding the job as ``marshal``, the record pipe, the stderr pipe and the nonce
+pipe), forks; the template never reads a job (only J does, after the fork), so no program
+text or other data of a job is ever in the memory the next job's processes inherit:
 
 * **J** unshares new mount, pid and ipc namespaces, mounts a fresh size-limited ``/tmp``
   (``local``: every directory the view hides, ``/var/tmp``, ``/run``, homes...),
@@ -20,7 +22,7 @@ plus the record pipe, the stderr pipe and the nonce pipe as passed descriptors),
   it is the trusted runner from there on (``runner.finish``).
 
 Nothing of one evaluation survives into the next: each has its own processes (the pid
-namespace dies with R), memory (a fork of the untouched template), ``/tmp``, ``/dev/shm``
+namespace dies with R), memory (a fork of the template, which never held a job), ``/tmp``, ``/dev/shm``
 and work dir. The zygote reports ``("done", exit status)`` for each job.
 """
 
@@ -127,6 +129,14 @@ def _runner(job: dict, program: str, rec: int, err: int, nonce_fd: int) -> None:
     runner.finish(cfg, nonce, channel, drain, cand)
 
 
+def _read_job(fd: int) -> dict:
+    """J's first act: the job, read from the descriptor the template passed on unread."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    os.close(fd)
+    return marshal.loads(data)
+
+
 def main(argv: list) -> None:
     _procctl.nondumpable()
     runner.preimport()
@@ -145,18 +155,17 @@ def main(argv: list) -> None:
 
     sock.send(marshal.dumps(("ready",)))
     while True:
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 24, 3)
+        try:  # the job itself stays in its descriptor: this process never reads a job's data
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 4)
         except OSError:
             break
-        if not msg or len(fds) != 3:
+        if msg != b"job" or len(fds) != 4:
             break
-        job = marshal.loads(msg)
         pid = os.fork()
         if pid == 0:
             sock.close()
             try:
-                _job(job, *fds)
+                _job(_read_job(fds[0]), *fds[1:])
             finally:
                 os._exit(124)
         for fd in fds:

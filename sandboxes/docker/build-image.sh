@@ -57,7 +57,7 @@ printf 'root:x:0:0:root:/root:/bin/false\nnobody:x:65534:65534:nobody:/nonexiste
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
 # the trusted side (the backend mounts the controller's own staged copy over /qdevolve/runner;
 # these are for running the image by hand); stdlib + ctypes only
-for f in runner.py _wire.py _standin.py candidate.py _mountview.py _procctl.py zygote.py; do
+for f in runner.py _wire.py _standin.py candidate.py _mountview.py _procctl.py zygote.py _importguard.py _codeorigin.py; do
     cp "$repo/qdevolve/sandbox/$f" "$root/opt/qdevolve/$f"
 done
 chmod -R a+rX "$root"

@@ -18,6 +18,16 @@ REPO = Path(__file__).resolve().parents[2]
 PROCESS_BACKENDS = ["local", "bwrap"]
 
 
+def _wrappers() -> dict:
+    from qdevolve.evolve.compat.shinka_compat import adapter_evaluator
+
+    return {"shinka": adapter_evaluator}
+
+
+#: The evaluator adapters the catalogue's adapter rows need (as ``qdevolve sandbox check`` passes them).
+WRAPPERS = _wrappers()
+
+
 @pytest.fixture(scope="session")
 def docker_image() -> str:
     """The sandbox image, built by ``sandboxes/docker/build-image.sh`` when missing."""

@@ -17,6 +17,7 @@ import pytest
 from qdevolve.evolve.compat.shinka_compat import adapter_evaluator
 from qdevolve.sandbox.forgeries import PLANTED_MODULE, forged_record
 from qdevolve.sandbox.limits import SandboxLimits
+from qdevolve.sandbox.origin_attacks import FIFO_SWAP, PLANTED_SWAP, SHINKA_EVALUATE
 from qdevolve.types import Program
 
 from .test_principals import BACKENDS, box  # noqa: F401 - the parametrised fixture
@@ -99,72 +100,6 @@ def test_c_constructor_cannot_forge_the_sine_example(box):  # noqa: F811
     assert "ValueError" in (r.error or ""), r.error
 
 
-SHINKA_EVALUATE = '''
-import importlib.util, json, os
-
-
-def main(program_path, results_dir):
-    spec = importlib.util.spec_from_file_location("cand", program_path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.value()
-    import statistics  # a lazy import after the candidate ran
-    with open(os.path.join(results_dir, "metrics.json"), "w") as fh:
-        json.dump({"combined_score": 0.25 + 0 * statistics.mean([1])}, fh)
-    with open(os.path.join(results_dir, "correct.json"), "w") as fh:
-        json.dump({"correct": True}, fh)
-'''
-
-# the candidate: a FIFO as correct.json holds main() until metrics.json has been replaced
-FIFO_SWAP = '''
-import glob, json, os, tempfile, time
-
-
-def value():
-    dirs = set(glob.glob(os.getcwd() + "/shinka-results-*") + glob.glob(tempfile.gettempdir() + "/shinka-results-*")
-               + glob.glob("/tmp/shinka-results-*"))
-    for d in dirs:
-        try:
-            os.mkfifo(os.path.join(d, "correct.json"))
-        except OSError:
-            continue
-        if os.fork() == 0:
-            os.setsid()
-            m = os.path.join(d, "metrics.json")
-            for _ in range(5000):
-                if os.path.exists(m) and os.path.getsize(m) > 0:
-                    break
-                time.sleep(0.001)
-            time.sleep(0.05)
-            with open(m + ".x", "w") as fh:
-                json.dump({"combined_score": 1e9}, fh)
-            os.replace(m + ".x", m)
-            fd = os.open(os.path.join(d, "correct.json"), os.O_RDONLY)
-            os.read(fd, 1 << 16)
-            os._exit(0)
-    return 1
-'''
-
-# the candidate: a module planted wherever the adapter's evaluator may import from
-PLANTED = '''
-import glob, os, sys, tempfile
-PLANT = __PLANT__
-
-
-def value():
-    dirs = set(glob.glob(os.getcwd() + "/shinka-modules-*") + glob.glob(tempfile.gettempdir() + "/shinka-modules-*")
-               + glob.glob("/tmp/shinka-modules-*") + ["/qdevolve/evaluator", os.getcwd()]
-               + glob.glob("/qdevolve/evaluators/*") + [p for p in sys.path if p])
-    for d in dirs:
-        try:
-            with open(os.path.join(d, "statistics.py"), "w") as fh:
-                fh.write(PLANT)
-        except OSError:
-            pass
-    return 1
-'''
-
-
 def _shinka(tmp_path: Path) -> Path:
     d = tmp_path / "shinka"
     d.mkdir()
@@ -176,7 +111,7 @@ def _shinka(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("attack", ["fifo_swap", "planted_module"])
 def test_shinka_adapter_results_cannot_be_swapped(box, tmp_path, attack):  # noqa: F811
     adapter = _shinka(tmp_path)
-    code = FIFO_SWAP if attack == "fifo_swap" else PLANTED.replace("__PLANT__", repr(_plant("1e99")))
+    code = FIFO_SWAP if attack == "fifo_swap" else PLANTED_SWAP.replace("__PLANT__", repr(_plant("1e99")))
     r = box.evaluate(Program(code=code), str(adapter), LIMITS)
     assert r.status == "ok", (r.status, r.error, r.artifacts)
     assert r.score == 0.25, f"forged: {r.score}"

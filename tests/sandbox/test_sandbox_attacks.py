@@ -17,13 +17,14 @@ import pytest
 from qdevolve.sandbox.attacks import ATTACKS, backend_leftovers, check_attack, run_catalogue
 from qdevolve.types import Program
 
-from .conftest import make_box
+from .conftest import WRAPPERS, make_box
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
 def test_attack(process_box, host, attack):
-    row = check_attack(process_box, attack, host, leftovers=backend_leftovers(process_box))
+    row = check_attack(process_box, attack, host, leftovers=backend_leftovers(process_box),
+                       wrappers=WRAPPERS)
     assert row.passed, f"{process_box.name}/{attack.name}: got {row.got}: {row.failures}"
     # the controller is alive (we are running) and the next evaluation works
     after = process_box.evaluate(Program(code="print('next')"))
@@ -54,7 +55,7 @@ def test_catalogue_detects_a_leak(process_box, host):
 def test_docker_catalogue(docker_image, warm):
     box = make_box("docker", image=docker_image, warm=warm)
     try:
-        rows = run_catalogue(box)
+        rows = run_catalogue(box, wrappers=WRAPPERS)
         failed = [(r.attack, r.got, r.failures) for r in rows if not r.passed]
         assert not failed, failed
         assert len(rows) == len(ATTACKS) + 1

@@ -11,7 +11,7 @@ import pytest
 from qdevolve.sandbox import SandboxLimits
 from qdevolve.types import Program
 
-from .conftest import make_box
+from .conftest import WRAPPERS, make_box
 
 pytestmark = pytest.mark.docker
 LIMITS = SandboxLimits(wall_s=3, cpu_s=1, memory_mb=256)
@@ -90,7 +90,7 @@ def test_docker_shm_tmp_and_work_dir_are_size_limited_and_forgeries_fail(docker_
             assert r.artifacts["stdout"].startswith("stopped") and int(r.artifacts["stdout"].split()[1]) <= 4
         with HostCanaries() as host:
             for attack in (a for a in ATTACKS if a.honest is not None):
-                row = check_attack(box, attack, host)
+                row = check_attack(box, attack, host, wrappers=WRAPPERS)
                 assert row.passed, (attack.name, row.got, row.failures)
     finally:
         box.close()

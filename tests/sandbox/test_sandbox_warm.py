@@ -20,7 +20,7 @@ from qdevolve.sandbox.attacks import (
 )
 from qdevolve.types import Program
 
-from .conftest import make_box
+from .conftest import WRAPPERS, make_box
 
 REPO = Path(__file__).resolve().parents[2]
 LIMITS = SandboxLimits(wall_s=10, cpu_s=5, memory_mb=512)
@@ -91,7 +91,7 @@ WARM_ATTACKS = [a for a in ATTACKS if a.honest is not None or a.name in (
 def test_attacks_hold_on_the_warm_path(warm_box):
     with HostCanaries() as host:
         for attack in WARM_ATTACKS:
-            row = check_attack(warm_box, attack, host, leftovers=backend_leftovers(warm_box))
+            row = check_attack(warm_box, attack, host, leftovers=backend_leftovers(warm_box), wrappers=WRAPPERS)
             assert row.passed, (attack.name, row.got, row.failures)
     after = warm_box.evaluate(Program(code="print('next')"), None, LIMITS)
     assert after.status == "ok" and after.artifacts["stdout"] == "next\n"
@@ -143,7 +143,7 @@ def test_a_job_past_its_wall_clock_restarts_the_template(warm_box):
 @pytest.mark.slow
 def test_whole_catalogue_on_the_warm_path(warm_box):
     """What ``qdevolve sandbox check --backend local|bwrap --warm`` runs: every row passes."""
-    rows = run_catalogue(warm_box)
+    rows = run_catalogue(warm_box, wrappers=WRAPPERS)
     assert len(rows) == len(ATTACKS) + 1
     assert [(r.name, r.got, r.failures) for r in rows if not r.passed] == []
 

@@ -33,7 +33,8 @@ class SeedFailed(EvaluationSetupError):
         self.detail = detail
 
 
-_RUNNER_FILES = frozenset({"runner.py", "_standin.py", "_wire.py", "candidate.py", "zygote.py", "_procctl.py"})
+_RUNNER_FILES = frozenset({"runner.py", "_standin.py", "_wire.py", "candidate.py", "zygote.py", "_procctl.py",
+                           "_codeorigin.py", "_importguard.py"})
 _FILE_RE = re.compile(r'^\s*File "([^"]+)"')
 
 
