@@ -197,7 +197,7 @@ def test_progress_outside_a_terminal_is_whole_lines_never_cut() -> None:
 def test_a_piped_run_prints_whole_progress_lines(tmp_path: Path) -> None:
     ex = write_example(tmp_path / "tiny")
     proc = subprocess.run([*QDEVOLVE, "run", str(ex), "--db", str(tmp_path / "p.sqlite"), "--iterations", "20",
-                           "--workers", "1"], capture_output=True, text=True, timeout=240,
+                           "--workers", "1", "--sandbox", "local"], capture_output=True, text=True, timeout=240,
                           env={**os.environ, "COLUMNS": "30"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("evolving")]
