@@ -55,7 +55,18 @@ def normalize_code(code: str) -> str:
 
 
 def code_hash(code: str) -> str:
-    """SHA-256 of :func:`normalize_code` (hex, first 32 characters)."""
+    """SHA-256 of :func:`normalize_code` (hex, first 32 characters); for a program tree
+    (:mod:`qdevolve.programtree`) of its main path and every ``path\0normalised text``."""
+    from qdevolve.programtree import TreeError, is_tree, parse_tree
+
+    if is_tree(code):
+        try:
+            tree = parse_tree(code)
+        except TreeError:
+            pass  # a malformed tree is hashed as text
+        else:
+            parts = [tree.main] + [f"{p}\0{normalize_code(t)}" for p, t in tree.files.items()]
+            return hashlib.sha256("\0\0".join(parts).encode("utf-8")).hexdigest()[:32]
     return hashlib.sha256(normalize_code(code).encode("utf-8")).hexdigest()[:32]
 
 
