@@ -39,7 +39,7 @@ from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.programtree import ProgramTree, TreeError, dump_tree, parse_tree
 from qdevolve.types import Program
 
-__all__ = ["split_by_file", "parse_tree_reply", "evolvable_files", "file_language", "ast_mutate_tree"]
+__all__ = ["split_by_file", "parse_tree_reply", "tree_violation", "evolvable_files", "file_language", "ast_mutate_tree"]
 
 _FILE_LINE = re.compile(r"^[ \t>*#`]*FILE:[ \t]*`?([^\s`*]+)`?[ \t*]*$", re.MULTILINE)
 
@@ -133,6 +133,38 @@ def parse_tree_reply(parse_one: ParseOne, reply: str, parent: Program,
     if not changed:
         raise ParseError("the reply changes no file")
     return dump_tree(tree), {"files": changed, "per_file": per_file}
+
+
+def tree_violation(parent_code: str, child_code: str) -> str | None:
+    """How a child breaks its tree parent's fixed parts, or ``None`` (either side a tree).
+
+    The child must be a tree with the parent's main file and file set; a file without
+    EVOLVE-BLOCK markers keeps its text; a file with markers changes only inside them and,
+    in Python, keeps the meaning of its fixed code (:func:`fixed_code_violation`).
+    """
+    try:
+        parent = parse_tree(parent_code)
+    except TreeError as exc:
+        return f"the parent is not a well-formed program tree ({exc})"
+    try:
+        child = parse_tree(child_code)
+    except TreeError as exc:
+        return f"the child of a program tree is not a well-formed tree ({exc})"
+    if child.main != parent.main or list(child.files) != list(parent.files):
+        return "the child adds, removes or renames files of the program tree; only EVOLVE-BLOCK regions may change"
+    for path, before in parent.files.items():
+        after = child.files[path]
+        if after == before:
+            continue
+        if START not in before:
+            return f"{path}: has no EVOLVE-BLOCK markers, so it is fixed and may not change"
+        if not edits_inside_blocks(before, after):
+            return f"{path}: the child changes the code outside the EVOLVE-BLOCK markers"
+        if file_language(path) == "python":
+            violation = fixed_code_violation(before, after)
+            if violation is not None:
+                return f"{path}: {violation}"
+    return None
 
 
 MutateOne = Callable[..., "tuple[str | None, list[str], str | None]"]
