@@ -40,7 +40,7 @@ def evaluate(program_path):
     if len(ys) != len(XS):
         raise ValueError(f"solve returned {len(ys)} values for {len(XS)} points")
     err = 0.0
-    for x, y in zip(XS, ys):
+    for x, y in zip(XS, ys, strict=True):
         if isinstance(y, bool) or not isinstance(y, (int, float)) or not math.isfinite(y):
             raise ValueError(f"solve returned a non-number at x={x}: {y!r}")
         err += abs(y - target(x))

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdevolve.errors import EvaluationSetupError
-from qdevolve.languages import extension as _language_extension
 from qdevolve.sandbox import runner as _runner_mod
 from qdevolve.sandbox._evaldir import copy_dir, scan
 from qdevolve.sandbox._proc import pid_alive

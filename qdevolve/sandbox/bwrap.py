@@ -27,8 +27,8 @@ from pathlib import Path
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
 from qdevolve.sandbox._process import ProcessSandbox
-from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox._tree import TreeCold
+from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox.limits import (
     _MIB,
     SANDBOX_ROOT,

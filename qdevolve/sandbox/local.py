@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from qdevolve import registry
 from qdevolve.sandbox._process import ProcessSandbox
-from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox._tree import TreeCold
+from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox.bwrap import library_paths
 from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, render_local_argv
 

@@ -22,8 +22,8 @@ from qdevolve.mutation.base import Candidate
 from qdevolve.mutation.crossover import CrossoverMutation
 from qdevolve.mutation.diff import DiffMutation
 from qdevolve.mutation.fixed_code import fixed_code_violation
-from qdevolve.mutation.tree_edit import tree_violation
 from qdevolve.mutation.rewrite import RewriteMutation
+from qdevolve.mutation.tree_edit import tree_violation
 from qdevolve.programtree import is_tree
 from qdevolve.types import Program
 
