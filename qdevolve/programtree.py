@@ -33,7 +33,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ProgramTree", "TreeError", "is_tree", "parse_tree", "dump_tree", "check_path", "read_tree_dir",
+__all__ = ["ProgramTree", "TreeError", "is_tree", "parse_tree", "dump_tree", "check_path", "read_tree_dir", "file_pairs",
            "MAX_FILES", "MAX_TREE_CHARS", "MAX_DEPTH", "HEADER"]
 
 HEADER = "# qdevolve program tree v1"
@@ -218,3 +218,14 @@ def read_tree_dir(directory: str | Path, *, max_file_bytes: int = 2 << 20) -> Pr
         return ProgramTree(files, main)
     except TreeError as exc:
         raise TreeError(f"{root}: {exc}") from None
+
+
+def file_pairs(a_code: str, b_code: str) -> list[tuple[str, str, str]]:
+    """``(path, a's text, b's text)`` per file of two programs, for a per-file diff: every
+    path of either tree (``""`` for a missing file); ``[("", a_code, b_code)]`` unless both
+    are well-formed trees."""
+    try:
+        a, b = parse_tree(a_code), parse_tree(b_code)
+    except TreeError:
+        return [("", a_code, b_code)]
+    return [(p, a.files.get(p, ""), b.files.get(p, "")) for p in sorted(set(a.files) | set(b.files))]
