@@ -1,0 +1,95 @@
+"""The sandbox stages the evolved program tree, and a real run of examples/multi_file
+evolves both files: each evaluation reports a hash of the files it was handed, and each
+must be the hash of that program's own stored tree (the seed's tree would fail it)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from qdevolve.db.store import open_store
+from qdevolve.programtree import ProgramTree, dump_tree, parse_tree
+from qdevolve.types import Program
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "multi_file"
+EVALUATOR = EXAMPLE / "evaluator.py"
+
+
+def _hash(tree: ProgramTree) -> float:
+    """What examples/multi_file/evaluator.py reports: the .py files beside the main file."""
+    h = hashlib.sha256()
+    for name in sorted(p for p in tree.files if "/" not in p and p.endswith(".py")):
+        h.update(name.encode() + b"\0" + tree.files[name].encode() + b"\0")
+    return float(int(h.hexdigest()[:12], 16))
+
+
+def _seed() -> ProgramTree:
+    return ProgramTree({p.name: p.read_text() for p in (EXAMPLE / "initial_program").glob("*.py")}, "main.py")
+
+
+def _sandbox(name: str, warm: bool):
+    if name == "bwrap":
+        from qdevolve.sandbox.bwrap import BwrapSandbox, bwrap_available
+
+        if not bwrap_available():
+            pytest.skip("bwrap is not usable here")
+        return BwrapSandbox(warm=warm)
+    from qdevolve.sandbox.local import LocalSandbox
+
+    return LocalSandbox(warm=warm)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "bwrap"])
+@pytest.mark.parametrize("warm", [False, True])
+def test_the_evaluator_is_handed_the_evolved_tree(backend: str, warm: bool) -> None:
+    seed = _seed()
+    child = seed.replace("heuristics.py", seed.files["heuristics.py"].replace(
+        "return (0.5, 0.5, 0.5, 0.5)", "return (0.3, -1.2, 0.8, 0.4)"))
+    assert _hash(child) != _hash(seed)
+    sb = _sandbox(backend, warm)
+    try:
+        got = sb.evaluate(Program(code=dump_tree(child)), EVALUATOR)
+        base = sb.evaluate(Program(code=dump_tree(seed)), EVALUATOR)
+    finally:
+        sb.close()
+    assert got.status == "ok", got.error
+    assert got.metrics["tree_hash"] == _hash(child) != _hash(seed)
+    assert got.score == pytest.approx(1.0)  # main.py imported the evolved sibling: the exact cubic
+    assert base.score < 0.6 and base.metrics["tree_hash"] == _hash(seed)
+
+
+def test_docker_refuses_a_tree_it_cannot_stage() -> None:
+    from qdevolve.sandbox.docker_backend import DockerSandbox
+
+    sb = DockerSandbox.__new__(DockerSandbox)  # refused before any container is needed
+    res = DockerSandbox.evaluate(sb, Program(code=dump_tree(_seed())), EVALUATOR)
+    assert res.status == "error" and "program trees" in res.error
+
+
+@pytest.mark.slow
+def test_a_run_of_the_example_evolves_both_files(tmp_path: Path) -> None:
+    db = tmp_path / "run.sqlite"
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "run", str(EXAMPLE), "--db", str(db),
+                           "--iterations", "24"], capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    seed = _seed()
+    changed: set[str] = set()
+    checked = 0
+    with open_store(db) as store:
+        rows = list(store.iter_evaluated(store.latest_run_id()))
+    for _, prog, res in rows:
+        tree = parse_tree(prog.code)
+        changed |= {p for p in tree.files if tree.files[p] != seed.files[p]}
+        if res.status == "ok":
+            assert res.metrics["tree_hash"] == _hash(tree), f"program {prog.id} was not evaluated as stored"
+            checked += 1
+    assert checked >= 10 and changed == {"main.py", "heuristics.py"}
+    best = max((r.score for _, _, r in rows if r.status == "ok"), default=0.0)
+    assert best > min(r.score for _, p, r in rows if p.generation == 0)
+
