@@ -93,3 +93,50 @@ def test_a_run_of_the_example_evolves_both_files(tmp_path: Path) -> None:
     best = max((r.score for _, _, r in rows if r.status == "ok"), default=0.0)
     assert best > min(r.score for _, p, r in rows if p.generation == 0)
 
+
+
+C_EXAMPLE = ROOT / "examples" / "multi_file_c"
+C_REPLY = ("Better coefficients.\nFILE: poly.h\n<<<<<<< SEARCH\n#define C1 0.9\n#define C3 -0.1\n#define C5 0.01\n"
+           "=======\n#define C1 0.99977\n#define C3 -0.16582\n#define C5 0.0075741\n>>>>>>> REPLACE\n")
+
+
+@pytest.mark.slow
+def test_a_model_reply_edits_the_named_c_file_and_the_evaluator_compiles_it() -> None:
+    """examples/multi_file_c (OpenEvolve-style, not Python): a model's diff names ``poly.h``;
+    the child's evaluation compiles ``main.c`` with the evolved header beside it."""
+    import asyncio
+
+    import numpy as np
+
+    from qdevolve.backends.openai_backend import OpenAIBackend
+    from qdevolve.evolve.setup.example import load_example
+    from qdevolve.mutation.base import MutationContext
+    from qdevolve.mutation.diff import DiffMutation
+    from qdevolve.sandbox.local import LocalSandbox
+    from qdevolve.testing.scripted_server import ScriptedServer
+
+    ex = load_example(C_EXAMPLE)
+    seed = Program(code=ex.seed_code, language=ex.language)
+    prompts: list[str] = []
+
+    def script(req: dict) -> str:
+        prompts.append(req["messages"][-1]["content"])
+        return C_REPLY if req.get("_choice", 0) == 0 else C_REPLY.replace("FILE: poly.h\n", "")
+
+    with ScriptedServer(script, latency_s=0.0) as server:
+        backend = OpenAIBackend(api_base=server.url, model="scripted")
+        cands = asyncio.run(DiffMutation().propose(seed, MutationContext(rng=np.random.default_rng(0), n=2), backend))
+    assert "FILE: poly.h" in prompts[0] and "FILE: main.c" in prompts[0]
+    good = next(c for c in cands if c.code is not None)
+    bad = next(c for c in cands if c.code is None)
+    assert "put a line 'FILE: <path>'" in bad.error
+    assert parse_tree(good.code).files["main.c"] == parse_tree(seed.code).files["main.c"]
+    assert good.metadata["files"] == ["poly.h"]
+    sb = LocalSandbox()
+    try:
+        before, after = sb.evaluate(seed, ex.evaluator_path), sb.evaluate(Program(code=good.code, language="c"),
+                                                                          ex.evaluator_path)
+    finally:
+        sb.close()
+    assert before.status == after.status == "ok", (before.error, after.error)
+    assert before.score < 0.1 and after.score > 0.95
