@@ -19,8 +19,16 @@ from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.diff import DiffMutation
 from qdevolve.mutation.rewrite import RewriteMutation
 from qdevolve.mutation.tree_edit import parse_tree_reply, tree_violation
-from qdevolve.programtree import (MAX_FILES, ProgramTree, TreeError, dump_tree, file_pairs, is_tree, parse_tree,
-                                  read_tree_dir)
+from qdevolve.programtree import (
+    MAX_FILES,
+    ProgramTree,
+    TreeError,
+    dump_tree,
+    file_pairs,
+    is_tree,
+    parse_tree,
+    read_tree_dir,
+)
 from qdevolve.prompts import build_prompt
 from qdevolve.types import EvalResult, Program
 
@@ -210,3 +218,13 @@ def test_prompt_shows_each_file_and_asks_for_file_lines() -> None:
     assert "# qdevolve program tree" not in user
     single = build_prompt(Program(code=MAIN), None, [], edit_format="diff")[1]["content"]
     assert "FILE:" not in single
+
+
+def test_novelty_features_read_the_whole_tree() -> None:
+    from qdevolve.archive.features import ast_complexity, token_shingles
+
+    code = _parent().code
+    assert ast_complexity(code) == sum(ast_complexity(t) for t in (MAIN, HEUR, FIXED)) > 0
+    other = dump_tree(_tree().replace("heuristics.py", HEUR.replace("x = 3", "y = x_other + 3")))
+    assert token_shingles(code) != token_shingles(other)
+    assert token_shingles(MAIN) <= token_shingles(code) and token_shingles(HEUR) <= token_shingles(code)
