@@ -140,6 +140,16 @@ def test_example_with_a_program_directory_loads(tmp_path: Path) -> None:
     (bad / "initial_program" / "main.py").write_text("# EVOLVE-BLOCK-START\ndef solve(xs):\n  return xs(\n")
     with pytest.raises(EvaluationSetupError, match="main.py:.*syntax error"):
         load_example(bad)
+    (bad / "initial_program" / "main.py").write_text("# EVOLVE-BLOCK-START\ndef solve(xs):\n  return xs\n")
+    (bad / "initial_program.py").write_text("x = 1\n")
+    with pytest.raises(EvaluationSetupError, match="a seed directory and a seed file"):
+        load_example(bad)
+    (bad / "initial_program.py").unlink()
+    outside = tmp_path / "elsewhere"
+    (bad / "initial_program").rename(outside)
+    (bad / "initial_program").symlink_to(outside)
+    with pytest.raises(EvaluationSetupError, match="symbolic link"):
+        load_example(bad)
 
 
 def test_diff_reply_edits_each_named_file() -> None:

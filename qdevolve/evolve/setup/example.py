@@ -236,7 +236,12 @@ def load_example(directory: str | Path, *, config_path: str | Path | None = None
     if not d.is_dir():
         raise EvaluationSetupError(f"{d}: is not a directory; pass an example directory")
     tree_dir = d / "initial_program"
-    if tree_dir.is_dir() and not tree_dir.is_symlink():
+    if tree_dir.is_dir():
+        check_inside(tree_dir, d, trust)
+        files = sorted(p.name for p in d.glob("initial_program.*")) + sorted(p.name for p in d.glob("initial.*"))
+        if files:
+            raise EvaluationSetupError(f"{tree_dir}: a seed directory and a seed file ({files[0]}) side by side; "
+                                       "keep one of them")
         seed_path, stem = tree_dir, "tree"
     else:
         seed_path, stem = _find_seed(d)
