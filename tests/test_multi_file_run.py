@@ -140,3 +140,15 @@ def test_a_model_reply_edits_the_named_c_file_and_the_evaluator_compiles_it() ->
         sb.close()
     assert before.status == after.status == "ok", (before.error, after.error)
     assert before.score < 0.1 and after.score > 0.95
+
+
+@pytest.mark.slow
+def test_sandbox_exec_takes_a_program_directory() -> None:
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "qdevolve", "sandbox", "exec", str(EXAMPLE / "initial_program"),
+                           "--evaluator", str(EVALUATOR), "--backend", "local", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "ok" and out["metrics"]["tree_hash"] == _hash(_seed())
