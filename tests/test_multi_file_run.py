@@ -152,3 +152,17 @@ def test_sandbox_exec_takes_a_program_directory() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["status"] == "ok" and out["metrics"]["tree_hash"] == _hash(_seed())
+
+
+@pytest.mark.slow
+def test_python_api_takes_a_program_directory(tmp_path: Path) -> None:
+    from qdevolve.api import run_evolution
+
+    res = run_evolution(EXAMPLE / "initial_program", EVALUATOR, db=tmp_path / "api.sqlite", iterations=4,
+                        config={"mutation": [{"type": "ast"}]})
+    tree = parse_tree(res.best_program.code)
+    assert set(tree.files) == {"main.py", "heuristics.py"} and tree.main == "main.py"
+    with pytest.raises(Exception, match="only seed"):
+        run_evolution([EXAMPLE / "initial_program", EXAMPLE / "initial_program"], EVALUATOR,
+                      db=tmp_path / "two.sqlite", iterations=1)
+    assert not (tmp_path / "two.sqlite.example").exists()
