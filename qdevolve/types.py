@@ -1,7 +1,8 @@
 """The shared vocabulary: :class:`Program`, :class:`EvalResult`, :class:`Rollout`.
 
 Every room of qdevolve (store, sandbox, archives, mutations, the RL trainer) speaks in
-these three types; see ``docs/engine.md``. This module imports nothing else from qdevolve.
+these three types; see ``docs/engine.md``. This module imports nothing else from qdevolve
+but :mod:`qdevolve.programtree` (a program of several files; it imports nothing from qdevolve).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from qdevolve.programtree import TreeError, is_tree, parse_tree
 
 __all__ = [
     "STATUSES",
@@ -57,8 +60,6 @@ def normalize_code(code: str) -> str:
 def code_hash(code: str) -> str:
     """SHA-256 of :func:`normalize_code` (hex, first 32 characters); for a program tree
     (:mod:`qdevolve.programtree`) of its main path and every ``path\0normalised text``."""
-    from qdevolve.programtree import TreeError, is_tree, parse_tree
-
     if is_tree(code):
         try:
             tree = parse_tree(code)
