@@ -37,6 +37,7 @@ import yaml
 
 from qdevolve.errors import ConfigError, EvaluationSetupError
 from qdevolve.languages import LANGUAGES, UnknownLanguage, language_for_path, language_named
+from qdevolve.programtree import is_tree, parse_tree
 from qdevolve.types import Elite, Program
 
 __all__ = ["run_evolution", "EvolutionResult"]
@@ -80,6 +81,11 @@ def _read_source(value: ProgramSource, what: str) -> tuple[str, str | None, Path
     """``(code, language or None, path or None)`` of a path or a source string."""
     from qdevolve.evolve.setup import read_program
 
+    if what == "seed program" and isinstance(value, (str, Path)) and "\n" not in str(value) and Path(value).is_dir():
+        from qdevolve.evolve.setup.example import read_tree_seed
+
+        code, lang = read_tree_seed(Path(value))  # a program of several files (docs/multi-file.md)
+        return code, lang, Path(value)
     if isinstance(value, Path) or (isinstance(value, str) and "\n" not in value and Path(value).suffix
                                    and (Path(value).exists() or Path(value).suffix in _EXTENSIONS)):
         p = Path(value)
@@ -158,6 +164,12 @@ def _native_sections(d: dict[str, Any]) -> dict[str, Any]:
 def _write_example(directory: Path, seeds: list[tuple[str, str]], evaluator: str, config: str | None) -> None:
     directory.mkdir(parents=True, exist_ok=False)
     ext = LANGUAGES[seeds[0][1]].extensions[0]
+    if is_tree(seeds[0][0]):  # the only seed (run_evolution checked)
+        tree = parse_tree(seeds[0][0])
+        for rel, text in tree.files.items():
+            (directory / "initial_program" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (directory / "initial_program" / rel).write_text(text, encoding="utf-8")
+        seeds = []
     for i, (code, _lang) in enumerate(seeds):
         name = "initial_program" + ("" if i == 0 else f"_{i + 1}") + ext
         (directory / name).write_text(code, encoding="utf-8")
@@ -175,7 +187,8 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
 
     Args:
         initial_program: A seed program (a path or its source text) or a list of seeds; every
-            seed is evaluated and starts the archive.
+            seed is evaluated and starts the archive. A directory is a program of several
+            files (docs/multi-file.md), the run's only seed.
         evaluator: A path to ``evaluator.py``, its source text, or a plain function
             ``evaluate(program_path) -> dict`` (shipped into the sandbox by its source).
         config: A config file path, YAML text, a dict (native or OpenEvolve layout) or a
@@ -208,6 +221,8 @@ def run_evolution(initial_program: ProgramSource | Sequence[ProgramSource],
                           "a run evolves programs of one language")
     lang = next(iter(langs), "python")
     seeds = [(code, lang) for code, _, _ in read]
+    if len(seeds) > 1 and any(is_tree(code) for code, _ in seeds):
+        raise ConfigError("initial_program: a program directory (several files) is the only seed of its run")
     evaluator_text = _evaluator_source(evaluator)
     config_text = _config_text(config)
     db_path = Path(db) if db is not None else Path("archives") / f"api-{time.strftime('%Y%m%d-%H%M%S')}.sqlite"

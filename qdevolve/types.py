@@ -1,7 +1,8 @@
 """The shared vocabulary: :class:`Program`, :class:`EvalResult`, :class:`Rollout`.
 
 Every room of qdevolve (store, sandbox, archives, mutations, the RL trainer) speaks in
-these three types; see ``docs/engine.md``. This module imports nothing else from qdevolve.
+these three types; see ``docs/engine.md``. This module imports nothing else from qdevolve
+but :mod:`qdevolve.programtree` (a program of several files; it imports nothing from qdevolve).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from qdevolve.programtree import TreeError, is_tree, parse_tree
 
 __all__ = [
     "STATUSES",
@@ -55,7 +58,16 @@ def normalize_code(code: str) -> str:
 
 
 def code_hash(code: str) -> str:
-    """SHA-256 of :func:`normalize_code` (hex, first 32 characters)."""
+    """SHA-256 of :func:`normalize_code` (hex, first 32 characters); for a program tree
+    (:mod:`qdevolve.programtree`) of its main path and every ``path\0normalised text``."""
+    if is_tree(code):
+        try:
+            tree = parse_tree(code)
+        except TreeError:
+            pass  # a malformed tree is hashed as text
+        else:
+            parts = [tree.main] + [f"{p}\0{normalize_code(t)}" for p, t in tree.files.items()]
+            return hashlib.sha256("\0\0".join(parts).encode("utf-8")).hexdigest()[:32]
     return hashlib.sha256(normalize_code(code).encode("utf-8")).hexdigest()[:32]
 
 

@@ -40,6 +40,7 @@ import re
 from collections.abc import Sequence
 
 from qdevolve.errors import ConfigError
+from qdevolve.programtree import TreeError, is_tree, parse_tree
 from qdevolve.types import EvalResult, Program
 
 __all__ = ["BUILTIN_FEATURES", "FeatureExtractor", "UnplaceableResult", "code_length", "ast_complexity",
@@ -56,7 +57,14 @@ def code_length(code: str) -> float:
 
 
 def ast_complexity(code: str) -> float:
-    """Number of AST nodes of ``code`` (0.0 when it does not parse)."""
+    """Number of AST nodes of ``code`` (0.0 when it does not parse); of a program tree
+    (:mod:`qdevolve.programtree`), the sum over its Python files."""
+    if is_tree(code):
+        try:
+            files = parse_tree(code).files
+        except TreeError:
+            return 0.0
+        return float(sum(ast_complexity(t) for p, t in files.items() if p.endswith(".py")))
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):

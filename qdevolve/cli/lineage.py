@@ -27,6 +27,7 @@ from qdevolve.db._scans import quiet_gc
 from qdevolve.db._tree import TREE_KEYS, Node, run_tree
 from qdevolve.db._view import open_view
 from qdevolve.db._xmltext import EXPORT_FORMATS
+from qdevolve.programtree import file_pairs
 from qdevolve.textsafe import terminal_safe
 from qdevolve.types import HELDOUT_PREFIX, task_scores
 
@@ -223,8 +224,12 @@ def _print_kv(title: str, d: dict[str, Any]) -> None:
 
 
 def _diff(a_code: str, b_code: str, a_name: str, b_name: str) -> str:
-    return "".join(difflib.unified_diff(a_code.splitlines(keepends=True), b_code.splitlines(keepends=True),
-                                        fromfile=a_name, tofile=b_name))
+    """A unified diff; of two program trees, one per file (``<id>/<path>``), unchanged files left out."""
+    return "".join(
+        "".join(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
+                                     fromfile=f"{a_name}/{path}" if path else a_name,
+                                     tofile=f"{b_name}/{path}" if path else b_name))
+        for path, a, b in file_pairs(a_code, b_code))
 
 
 @lineage.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -36,7 +37,7 @@ def sandbox() -> None:
 
 
 @sandbox.command("exec")
-@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("program", type=click.Path(path_type=Path))
 @click.option("--evaluator", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="evaluator.py defining evaluate(program_path); default: run PROGRAM as __main__, score 1.0 on a clean exit.")
 @click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True,
@@ -52,11 +53,10 @@ def sandbox() -> None:
 def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | None,
           cpu_s: float | None, memory_mb: int | None, cascade: str | None, warm: bool,
           image: str | None, as_json: bool) -> None:
-    """Evaluate PROGRAM in a sandbox and print the EvalResult."""
+    """Evaluate PROGRAM (a file, or a directory of several files: docs/multi-file.md) in a sandbox and print the EvalResult."""
     from qdevolve.sandbox import SandboxLimits, check_evaluator
-    from qdevolve.types import Program
 
-    if not program.is_file():
+    if not (program.is_file() or program.is_dir()):
         raise EvaluationSetupError(f"program {program} does not exist")
     if evaluator is not None:
         check_evaluator(evaluator)
@@ -68,8 +68,7 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
         raise ConfigError(f"sandbox exec: {exc}") from exc
     name, box = _make(backend, warm, image)
     try:
-        result = box.evaluate(Program(code=program.read_text(encoding="utf-8"), language=_language(program)),
-                              evaluator, limits, cascade_thresholds=thresholds)
+        result = box.evaluate(_read(program), evaluator, limits, cascade_thresholds=thresholds)
     finally:
         box.close()
     if as_json:
@@ -88,6 +87,17 @@ def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | N
             tail = v if len(v) <= keep else "..." + v[-keep:]
             click.echo(f"--- {terminal_safe_line(k)} ---\n{terminal_safe(tail.rstrip())}")
     sys.exit(0 if result.ok else 1)
+
+
+def _read(program: Path) -> Any:
+    """A file, or a directory as a program tree (its ``main.<ext>`` handed to the evaluator)."""
+    from qdevolve.evolve.setup.example import read_tree_seed
+    from qdevolve.types import Program
+
+    if program.is_dir():
+        code, language = read_tree_seed(program)
+        return Program(code=code, language=language)
+    return Program(code=program.read_text(encoding="utf-8"), language=_language(program))
 
 
 def _language(program: Path) -> str:

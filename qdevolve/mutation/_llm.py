@@ -38,6 +38,7 @@ from qdevolve.backends.base import Completion, GenerationRequest
 from qdevolve.errors import RunAborted
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.fixed_code import fixed_code_violation
+from qdevolve.programtree import is_tree
 from qdevolve.prompts import build_prompt, prompt_hash
 from qdevolve.textsafe import strip_surrogates, terminal_safe_line
 from qdevolve.types import Program, new_id
@@ -274,9 +275,17 @@ class LLMMutation:
         if len(text) > self.max_reply_chars:
             return failed(f"reply too long: {len(text)} characters > max_reply_chars={self.max_reply_chars}")
         try:
-            code, extra = self.parse(text, parent, others)
-            check_syntax(code, parent.language)
-            if parent.language == "python":
+            if is_tree(parent.code):  # per file, each section checked as a one-file child
+                from qdevolve.mutation.tree_edit import parse_tree_reply
+
+                code, extra = parse_tree_reply(self.parse, text, parent, others)
+            else:
+                code, extra = self.parse(text, parent, others)
+                if is_tree(code):
+                    raise ParseError("the child of a one-file program reads as a program tree; a program "
+                                     "keeps its form")
+                check_syntax(code, parent.language)
+            if parent.language == "python" and not is_tree(code):
                 violation = fixed_code_violation(parent.code, code)
                 if violation is not None:
                     raise ParseError(violation)

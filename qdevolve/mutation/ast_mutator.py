@@ -54,6 +54,8 @@ from qdevolve.errors import ConfigError
 from qdevolve.mutation._ast_patch import patch_source
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.blocks import find_blocks, splice_blocks
+from qdevolve.mutation.tree_edit import ast_mutate_tree
+from qdevolve.programtree import is_tree
 from qdevolve.types import Program
 
 __all__ = ["ASTMutation", "EDIT_KINDS", "python_only_message"]
@@ -199,14 +201,17 @@ class ASTMutation:
     async def propose(self, parent: Program, context: MutationContext, backend: Any = None) -> list[Candidate]:
         """``context.n`` children of ``parent`` (failed ones have ``code=None``)."""
         rng = np.random.default_rng([int(context.rng.integers(0, 2**63 - 1)), self.seed_offset])
-        if parent.language != "python":
+        if parent.language != "python" and not is_tree(parent.code):
             why = python_only_message(parent.language)
             return [Candidate(code=None, operator="ast", parent_ids=(parent.id,), error=why)
                     for _ in range(max(int(context.n), 0))]
         seen = {parent.code}
         out = []
         for _ in range(max(int(context.n), 0)):
-            code, edits, error = self.mutate_code(parent.code, rng, exclude=seen)
+            if is_tree(parent.code):  # one Python file of the tree at a time
+                code, edits, error = ast_mutate_tree(self.mutate_code, parent.code, rng, seen)
+            else:
+                code, edits, error = self.mutate_code(parent.code, rng, exclude=seen)
             if code is not None:
                 seen.add(code)
             out.append(Candidate(code=code, operator="ast", parent_ids=(parent.id,), error=error,

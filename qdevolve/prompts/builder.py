@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qdevolve.errors import ConfigError
+from qdevolve.prompts.tree_view import render_code, tree_note
 from qdevolve.types import EvalResult, Program
 
 __all__ = ["build_prompt", "prompt_hash", "load_template", "render_artifacts", "truncate_middle", "TEMPLATE_NAMES"]
@@ -164,7 +165,7 @@ def _inspirations(items: list[tuple[Program, EvalResult]], settings: dict[str, A
     for i, (prog, res) in enumerate(items[:k], 1):
         score = _fmt(res.score) if res is not None and res.score is not None else "none"
         parts.append(f"## Program {i} (score {score}, operator {prog.operator})\n```{language}\n"
-                     f"{truncate_middle(prog.code, limit).rstrip()}\n```")
+                     f"{truncate_middle(render_code(prog.code), limit).rstrip()}\n```")
     return "\n".join(parts) + "\n"
 
 
@@ -199,7 +200,7 @@ def build_prompt(
     values = _Blank(
         language=language,
         language_name=_display_name(language),
-        current_program=parent.code.rstrip("\n"),
+        current_program=render_code(parent.code).rstrip("\n"),
         metrics=render_metrics(parent_result),
         fitness_score=_fmt(parent_result.score) if parent_result is not None and parent_result.score is not None else "none",
         artifacts=render_artifacts(parent_result, settings),
@@ -212,7 +213,7 @@ def build_prompt(
         if not other_parents:
             raise ConfigError("a crossover prompt needs a second parent in other_parents")
         second, second_result = other_parents[0]
-        values["second_program"] = second.code.rstrip("\n")
+        values["second_program"] = render_code(second.code).rstrip("\n")
         values["second_metrics"] = render_metrics(second_result)
     name = TEMPLATE_NAMES[edit_format]
     system = settings.get("system_message")
@@ -228,7 +229,8 @@ def build_prompt(
         system = str(system).format_map(values) if "{" in str(system) else str(system)
     except (ValueError, IndexError, AttributeError) as exc:
         raise ConfigError(f"prompt template '{name}' cannot be rendered: {exc}; escape literal braces as {{{{ }}}}") from exc
-    return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user.strip() + "\n"}]
+    user = user.strip() + "\n" + tree_note(parent.code, edit_format)  # several files: name each
+    return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user}]
 
 
 def prompt_hash(messages: list[dict[str, str]] | str) -> str:

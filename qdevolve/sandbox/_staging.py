@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdevolve.errors import EvaluationSetupError
-from qdevolve.languages import extension as _language_extension
 from qdevolve.sandbox import runner as _runner_mod
 from qdevolve.sandbox._evaldir import copy_dir, scan
 from qdevolve.sandbox._proc import pid_alive
+from qdevolve.sandbox._tree import stage_program
 from qdevolve.sandbox.limits import SandboxLimits, render_rlimits
 from qdevolve.types import Program
 
@@ -209,8 +209,8 @@ class Staging:
         path = Path(tempfile.mkdtemp(prefix="run-", dir=parent or self.work_root))
         inner = inner_dir.format(name=path.name) if inner_dir else str(path)
         nonce = secrets.token_hex(16)
-        name = "program" + _language_extension(program.language)
-        (path / name).write_text(program.code, encoding="utf-8")
+        written = stage_program(path, program)
+        name = written[0].relative_to(path).as_posix()
         cfg = {
             "nonce": nonce,
             "program": f"{inner}/{name}",
@@ -240,7 +240,7 @@ class Staging:
         with os.fdopen(fd, "wb") as fh:
             fh.write(marshal.dumps(cfg, 4))
         if uid is not None:
-            for p in (path, path / name, run_file):
+            for p in (path, *written, run_file):
                 os.chown(p, uid, gid if gid is not None else uid)
         os.chmod(path, 0o700)
         return RunDir(path, nonce, cfg["program"])

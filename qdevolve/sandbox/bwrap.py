@@ -27,6 +27,7 @@ from pathlib import Path
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
 from qdevolve.sandbox._process import ProcessSandbox
+from qdevolve.sandbox._tree import TreeCold
 from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox.limits import (
     _MIB,
@@ -76,7 +77,7 @@ def library_paths(python: str, sys_path: Sequence[str]) -> list[str]:
 
 
 @registry.sandbox("bwrap")
-class BwrapSandbox(WarmPath, ProcessSandbox):
+class BwrapSandbox(TreeCold, WarmPath, ProcessSandbox):
     """bubblewrap sandbox (see module doc); options as :class:`~qdevolve.sandbox.LocalSandbox`.
 
     ``warm=True`` (needs root; otherwise every evaluation is cold, with a warning): one
@@ -171,8 +172,8 @@ def render_bwrap_root_argv(python: str, runner_dir: str, workdir: str, *, limits
     if evaluator_dir:
         argv += ["--ro-bind", evaluator_dir, f"{SANDBOX_ROOT}/evaluator"]
     argv += ["--perms", "1777", "--size", str(int(limits.work_mb) * _MIB), "--tmpfs", work]
-    try:  # program.<ext> of the program's language, as staged
-        programs = sorted(n for n in os.listdir(workdir) if n.startswith("program.")) or ["program.py"]
+    try:  # what was staged: program.<ext>, or a program tree's top-level files and directories
+        programs = sorted(n for n in os.listdir(workdir) if n != ".qdevolve-run") or ["program.py"]
     except OSError:
         programs = ["program.py"]
     for name in (*programs, ".qdevolve-run"):

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from qdevolve import registry
 from qdevolve.sandbox._process import ProcessSandbox
+from qdevolve.sandbox._tree import TreeCold
 from qdevolve.sandbox._warm import WarmPath
 from qdevolve.sandbox.bwrap import library_paths
 from qdevolve.sandbox.limits import LOCAL_HIDDEN, SandboxLimits, render_local_argv
@@ -46,7 +47,7 @@ def userns_available() -> bool:
 
 
 @registry.sandbox("local")
-class LocalSandbox(WarmPath, ProcessSandbox):
+class LocalSandbox(TreeCold, WarmPath, ProcessSandbox):
     """Subprocess sandbox; namespaces and an unprivileged uid when root (see module doc).
 
     Args:

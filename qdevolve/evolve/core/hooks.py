@@ -23,6 +23,8 @@ from qdevolve.mutation.crossover import CrossoverMutation
 from qdevolve.mutation.diff import DiffMutation
 from qdevolve.mutation.fixed_code import fixed_code_violation
 from qdevolve.mutation.rewrite import RewriteMutation
+from qdevolve.mutation.tree_edit import tree_violation
+from qdevolve.programtree import is_tree
 from qdevolve.types import Program
 
 __all__ = ["StatefulBackend", "DeadlineAware", "ChildObserver", "DuplicateRewarding", "fixed_code_checked"]
@@ -70,9 +72,15 @@ def fixed_code_checked(parent: Program, cand: Candidate, operator: object) -> Ca
     Which operator produced a candidate is ``operator`` (the object the engine called), never
     the name a candidate gives itself, and a subclass of a built-in is checked like a plugin.
     """
-    if cand.code is None or type(operator) in _SELF_CHECKING or parent.language != "python":
+    if cand.code is None:
         return cand
-    reason = fixed_code_violation(parent.code, cand.code)
+    if is_tree(parent.code) or is_tree(cand.code):  # every operator: per file (tree_edit)
+        reason = tree_violation(parent.code, cand.code) if is_tree(parent.code) else \
+            "the child of a one-file program reads as a program tree; a program keeps its form"
+    elif type(operator) in _SELF_CHECKING or parent.language != "python":
+        return cand
+    else:
+        reason = fixed_code_violation(parent.code, cand.code)
     if reason is None:
         return cand
     return dataclasses.replace(cand, code=None, error=f"rejected: {reason}")

@@ -6,6 +6,8 @@ Two layouts are recognised:
   ``evaluator.py`` (``evaluate(program_path)``, optionally ``evaluate_stage1/2/3``),
   optional ``config.yaml`` and ``prompts/`` overrides. More seeds may sit beside the first
   as ``initial_program_<name>.<ext>``; every seed is evaluated and starts the archive.
+* A program tree: a directory ``initial_program/`` holding several files (a top-level
+  ``main.<ext>`` is the one the evaluator is handed; see :mod:`qdevolve.programtree`).
 * ShinkaEvolve's: ``initial.<ext>`` + ``evaluate.py`` with ``main(program_path,
   results_dir)`` (see :mod:`qdevolve.evolve.compat.shinka_compat`), optional ``shinka.yaml``.
 
@@ -27,9 +29,11 @@ from qdevolve.evolve.setup.config import RunConfig, load_config
 from qdevolve.evolve.setup.trust import Trust, is_inside
 from qdevolve.evolve.setup.validate import MAX_PROGRAM_BYTES, describe_path, require_file
 from qdevolve.languages import UnknownLanguage, language_for_path
-from qdevolve.mutation.blocks import find_blocks
+from qdevolve.mutation.blocks import START, find_blocks
+from qdevolve.programtree import TreeError, dump_tree, read_tree_dir
 
-__all__ = ["Example", "load_example", "check_program_source", "DEFAULT_CASCADE", "read_program", "check_inside"]
+__all__ = ["Example", "load_example", "check_program_source", "DEFAULT_CASCADE", "read_program", "check_inside",
+           "read_tree_seed"]
 
 SEED_STEMS = ("initial_program", "initial")
 EVALUATOR_NAMES = ("evaluator.py", "evaluate.py")
@@ -82,6 +86,30 @@ def check_program_source(path: Path, code: str, language: str = "python") -> Non
         find_blocks(code)
     except ValueError as exc:
         raise EvaluationSetupError(f"{path}: {exc}") from None
+
+
+def read_tree_seed(directory: Path) -> tuple[str, str]:
+    """A seed directory's serialised tree (:mod:`qdevolve.programtree`) and its main file's
+    language; each file is checked like a one-file seed, and at least one has EVOLVE-BLOCKs
+    (in a tree only the files with markers evolve)."""
+    try:
+        tree = read_tree_dir(directory, max_file_bytes=MAX_PROGRAM_BYTES)
+        language = language_for_path(tree.main).name
+    except (TreeError, UnknownLanguage) as exc:
+        raise EvaluationSetupError(str(exc)) from None
+    marked = []
+    for rel, text in tree.files.items():
+        try:
+            lang = language_for_path(rel).name
+        except UnknownLanguage:
+            lang = ""
+        check_program_source(directory / rel, text, lang)
+        if START in text:
+            marked.append(rel)
+    if not marked:
+        raise EvaluationSetupError(f"{directory}: no file of the program tree has EVOLVE-BLOCK markers; mark "
+                                   "the regions that may evolve (# EVOLVE-BLOCK-START ... # EVOLVE-BLOCK-END)")
+    return dump_tree(tree), language
 
 
 def read_program(path: Path) -> str:
@@ -207,14 +235,26 @@ def load_example(directory: str | Path, *, config_path: str | Path | None = None
         raise EvaluationSetupError(f"{d}: the example directory {why}")
     if not d.is_dir():
         raise EvaluationSetupError(f"{d}: is not a directory; pass an example directory")
-    seed_path, stem = _find_seed(d)
+    tree_dir = d / "initial_program"
+    if tree_dir.is_dir():
+        check_inside(tree_dir, d, trust)
+        files = sorted(p.name for p in d.glob("initial_program.*")) + sorted(p.name for p in d.glob("initial.*"))
+        if files:
+            raise EvaluationSetupError(f"{tree_dir}: a seed directory and a seed file ({files[0]}) side by side; "
+                                       "keep one of them")
+        seed_path, stem = tree_dir, "tree"
+    else:
+        seed_path, stem = _find_seed(d)
     if seed_path is None:
         raise EvaluationSetupError(f"{d / 'initial_program.py'}: seed program not found (looked for "
                                    f"initial_program.<ext> and ShinkaEvolve's initial.<ext>)")
-    language = language_for_path(seed_path).name
-    check_inside(seed_path, d, trust)
-    seed_code = read_program(seed_path)
-    check_program_source(seed_path, seed_code, language)
+    if stem == "tree":
+        seed_code, language = read_tree_seed(seed_path)
+    else:
+        language = language_for_path(seed_path).name
+        check_inside(seed_path, d, trust)
+        seed_code = read_program(seed_path)
+        check_program_source(seed_path, seed_code, language)
     evaluator_path = next((d / n for n in EVALUATOR_NAMES if (d / n).exists() or (d / n).is_symlink()), None)
     if evaluator_path is None:
         raise EvaluationSetupError(f"{d / 'evaluator.py'}: evaluator not found; an example needs evaluator.py "
