@@ -170,7 +170,7 @@ def test_a_schema_v2_database_is_upgraded_and_replayed_in_full(tmp_path: Path) -
     con.commit()
     con.close()
     with open_store(db) as store:
-        assert store.execute("SELECT MAX(version) FROM qdevolve_schema")[0][0] == 3
+        assert store.execute("SELECT MAX(version) FROM qdevolve_schema")[0][0] == SCHEMA_VERSION
         assert snapshots.latest(store, rid) is None
         _run_row, rep = rebuild(store, rid, points=1)
         assert rep.evaluated == 8 and rep.archive.stats()["size"] == 3
