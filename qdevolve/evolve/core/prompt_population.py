@@ -32,7 +32,7 @@ from qdevolve.prompts.evolution import MAX_TEMPLATE_CHARS, TemplatePopulation, i
     placeholders, validate_template
 from qdevolve.types import EvalResult, Program, PromptTemplate, new_id
 
-__all__ = ["PromptEvolution", "EVOLVE_KEYS"]
+__all__ = ["PromptEvolution", "EVOLVE_KEYS", "replay_population"]
 
 #: The keys of the ``prompt`` section this module reads (the prompt builder ignores them).
 EVOLVE_KEYS = ("evolve", "every", "population", "explore", "template_mutator", "max_template_chars")
@@ -43,6 +43,25 @@ def _positive_int(prompt: dict[str, Any], key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"config: prompt.{key} must be a whole number >= 1, got {value!r}")
     return value
+
+
+def replay_population(store: LineageStore, run_id: str, population: TemplatePopulation | None = None,
+                      ) -> tuple[TemplatePopulation, dict[str, list[str]]]:
+    """The run's template population rebuilt from the store (rows in order, then every stored
+    child credited with its reward) and each template's children (program ids, in order)."""
+    pop = population if population is not None else TemplatePopulation()
+    for t in store.prompt_templates(run_id):
+        pop.add(t)
+    kids: dict[str, list[str]] = {}
+    scores: dict[str, tuple[bool, float | None]] = {}
+    for _seq, prog, res in store.iter_evaluated(run_id):
+        scores[prog.id] = (res.ok, res.score)
+        tid = prog.metadata.get("template_id")
+        if isinstance(tid, str) and tid in pop.templates:
+            parent = scores.get(prog.parent_ids[0]) if prog.parent_ids else None
+            pop.credit(tid, PromptEvolution.reward(prog, res, parent))
+            kids.setdefault(tid, []).append(prog.id)
+    return pop, kids
 
 
 class PromptEvolution:
@@ -93,15 +112,7 @@ class PromptEvolution:
         self.population.templates.clear()
         self.population.stats.clear()
         self._pending.clear()
-        for t in store.prompt_templates(run_id):
-            self.population.add(t)
-        scores: dict[str, tuple[bool, float | None]] = {}
-        for _seq, prog, res in store.iter_evaluated(run_id):
-            scores[prog.id] = (res.ok, res.score)
-            tid = prog.metadata.get("template_id")
-            if isinstance(tid, str) and tid in self.population.templates:
-                self.population.credit(tid, self.reward(prog, res, scores.get(prog.parent_ids[0])
-                                                        if prog.parent_ids else None))
+        replay_population(store, run_id, self.population)
         have = {t.name for t in self.population.templates.values() if t.origin == "seed"}
         for name in self.names:
             if name not in have:
