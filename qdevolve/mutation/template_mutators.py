@@ -9,12 +9,14 @@ and stores a refused one as ``invalid`` with the reason.
   bank added earlier, or swap two of them. Only bank sentences are ever removed or moved,
   so the format instructions of the seed template stay.
 * ``model``: a meta-prompt asks the backend to rewrite the instruction part of the template,
-  keeping every placeholder; the reply's first fenced block (else the whole reply) is the
-  proposal. One model call per mutation.
+  keeping every placeholder; the text between the reply's ``<<<TEMPLATE`` and ``TEMPLATE>>>``
+  lines (else the whole reply) is the proposal (not a code fence: templates hold fences).
+  One model call per mutation.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,7 @@ from qdevolve.backends.base import GenerationRequest
 from qdevolve.errors import RunAborted
 from qdevolve.prompts.evolution import PromptTemplate, placeholders
 
-__all__ = ["TemplateEdit", "OfflineTemplateMutator", "ModelTemplateMutator", "PHRASES", "meta_prompt"]
+__all__ = ["TemplateEdit", "OfflineTemplateMutator", "ModelTemplateMutator", "PHRASES", "meta_prompt", "parse_reply"]
 
 #: Instruction sentences the offline mutator adds, removes and reorders.
 PHRASES: tuple[str, ...] = (
@@ -79,6 +81,16 @@ class OfflineTemplateMutator:
         return TemplateEdit("\n".join(lines), metadata={"edit": "swap", "lines": sorted((a, b))})
 
 
+OPEN, CLOSE = "<<<TEMPLATE", "TEMPLATE>>>"
+_BETWEEN = re.compile(r"^<<<TEMPLATE[ \t]*\n(.*?)\n[ \t]*TEMPLATE>>>[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def parse_reply(text: str) -> str:
+    """The template in a meta-prompt reply: between the markers, else the whole reply."""
+    m = _BETWEEN.search(text)
+    return m.group(1) if m else text.strip()
+
+
 def meta_prompt(template: PromptTemplate) -> list[dict[str, str]]:
     """The messages asking a model to rewrite ``template``'s instructions."""
     names = sorted({f for f, _c, _s in placeholders(template.text)})
@@ -90,7 +102,7 @@ def meta_prompt(template: PromptTemplate) -> list[dict[str, str]]:
             "Rewrite the instructions of this prompt template so that a model following it is more likely to "
             f"improve the program. Keep every placeholder exactly as written, each once: {keep}. Do not add "
             "other words in braces. Keep the required answer format. Answer with the whole new template "
-            "inside one ```text fence.\n\n```text\n" + template.text + "\n```\n")},
+            f"between a line {OPEN} and a line {CLOSE}.\n\n{OPEN}\n" + template.text + f"\n{CLOSE}\n")},
     ]
 
 
@@ -112,8 +124,6 @@ class ModelTemplateMutator:
         if backend is None:
             return TemplateEdit(None, "the model template mutator needs a backend; use prompt.template_mutator: "
                                       "{type: offline} without a model")
-        from qdevolve.mutation._llm import extract_code_blocks
-
         req = GenerationRequest(messages=meta_prompt(template), n=1, seed=int(rng.integers(0, 2**31 - 1)),
                                 temperature=self.temperature, max_tokens=self.max_tokens,
                                 metadata={"operator": "template_mutation", "template_id": template.id})
@@ -128,8 +138,6 @@ class ModelTemplateMutator:
             return TemplateEdit(None, "the model returned no template"
                                 + (f" ({comps[0].error})" if comps and comps[0].error else ""))
         comp = comps[0]
-        blocks = extract_code_blocks(comp.text)
-        text = blocks[0][1].rstrip("\n") if blocks else comp.text.strip()
-        return TemplateEdit(text, metadata={"usage": {"prompt_tokens": comp.prompt_tokens,
+        return TemplateEdit(parse_reply(comp.text), metadata={"usage": {"prompt_tokens": comp.prompt_tokens,
                                                       "completion_tokens": comp.completion_tokens,
                                                       "model": comp.model}})
