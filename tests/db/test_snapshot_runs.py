@@ -17,6 +17,7 @@ import pytest
 from qdevolve.archive.replay import replay
 from qdevolve.archive.snapshot import encode, snapshot
 from qdevolve.db import snapshots, streams
+from qdevolve.db._version import SCHEMA_VERSION
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.evolve.core.archive_rebuild import code_features, rebuild
 from qdevolve.types import EvalResult

@@ -183,3 +183,31 @@ def test_resume_after_sigkill_rebuilds_the_template_population(tmp_path: Path) -
     after, kids = replay_population(LineageStore(db), rid)
     made = sum(1 for t in after.templates.values() if t.origin != "seed")
     assert made == sum(map(len, kids.values())) // 2 or made == sum(map(len, kids.values())) // 2 - 1
+
+
+@pytest.mark.parametrize("prompt, message", [
+    ({"evolve": True}, "--mutation ast builds no prompt"),
+    ({"evolve": "yes"}, "prompt.evolve must be true or false"),
+])
+def test_bad_prompt_evolution_config_is_refused(prompt: dict, message: str) -> None:
+    from qdevolve.errors import ConfigError
+    from qdevolve.evolve.core.breeder import build_operators
+    from qdevolve.evolve.core.prompt_population import PromptEvolution
+
+    ex = load_example(CIRCLES)
+    ops, _w, _n = build_operators(ex.config.with_overrides(mutation=[{"type": "ast"}], backend=None))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        PromptEvolution.from_config(prompt, ops, {}, has_backend=False)
+
+
+@pytest.mark.parametrize("key, value", [("every", 0), ("population", -1), ("every", True), ("explore", "lots")])
+def test_bad_schedule_values_name_the_field(key: str, value: object) -> None:
+    from qdevolve.errors import ConfigError
+    from qdevolve.evolve.core.breeder import build_operators
+    from qdevolve.evolve.core.prompt_population import PromptEvolution
+
+    ex = load_example(CIRCLES)
+    ops, _w, _n = build_operators(ex.config.with_overrides(mutation=[{"type": "diff"}],
+                                                           backend={"type": "openai", "model": "m"}))
+    with pytest.raises(ConfigError, match=f"prompt.{key}"):
+        PromptEvolution.from_config({"evolve": True, key: value}, ops, {}, has_backend=True)
