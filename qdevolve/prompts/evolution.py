@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from qdevolve.types import PromptTemplate

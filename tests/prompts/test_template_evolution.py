@@ -11,7 +11,12 @@ import pytest
 
 from qdevolve import registry
 from qdevolve.prompts import build_prompt, load_template
-from qdevolve.prompts.evolution import TemplatePopulation, improvement_reward, placeholders, validate_template
+from qdevolve.prompts.evolution import (
+    TemplatePopulation,
+    improvement_reward,
+    placeholders,
+    validate_template,
+)
 from qdevolve.types import EvalResult, Program, PromptTemplate
 
 SEED = load_template("diff_user", {})

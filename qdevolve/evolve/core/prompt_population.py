@@ -28,8 +28,13 @@ from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
 from qdevolve.prompts import TEMPLATE_NAMES, load_template
-from qdevolve.prompts.evolution import MAX_TEMPLATE_CHARS, TemplatePopulation, improvement_reward, \
-    placeholders, validate_template
+from qdevolve.prompts.evolution import (
+    MAX_TEMPLATE_CHARS,
+    TemplatePopulation,
+    improvement_reward,
+    placeholders,
+    validate_template,
+)
 from qdevolve.types import EvalResult, Program, PromptTemplate, new_id
 
 __all__ = ["PromptEvolution", "EVOLVE_KEYS", "replay_population"]
