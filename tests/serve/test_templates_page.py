@@ -17,7 +17,7 @@ from qdevolve.evolve.setup.example import load_example
 from qdevolve.testing.scripted_server import ScriptedServer
 from qdevolve.testing.scripts import ScriptedModel
 
-from .chromium import Chromium, Page
+from .chromium import Page
 from .conftest import ROOT, Server
 
 pytestmark = pytest.mark.timeout(300)
@@ -49,13 +49,6 @@ def templates_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
     s = Server(db)
     yield s, rid, db
     s.stop()
-
-
-@pytest.fixture
-def page(browser: Chromium) -> Iterator[Page]:
-    p = browser.new_page()
-    yield p
-    p.close()
 
 
 @pytest.mark.slow
