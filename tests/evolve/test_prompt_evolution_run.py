@@ -119,6 +119,9 @@ def test_model_templates_are_validated_and_refusals_recorded(tmp_path: Path) -> 
     prompts = [r[0] for r in con.execute("SELECT prompt FROM rollouts")]
     assert any("MODEL-SENTENCE-1" in p for p in prompts), "a valid model template was used"
     assert not any("__class__" in p for p in prompts)
+    usage = LineageStore(db).get_state(evo.run_id, "usage")
+    calls = sum(m["calls"] for m in usage["models"].values())
+    assert calls == script.model.calls + script.meta, "every model call, meta-prompts included, is in the budget"
 
 
 _RUNNER = r"""

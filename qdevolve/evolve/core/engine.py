@@ -279,7 +279,10 @@ class Evolution:
         op = plan.operator
         try:
             if self.prompts is not None and self.prompts.due():  # the template population's turn
-                await self.prompts.evolve(self.rng, self.backend)
+                made = await self.prompts.evolve(self.rng, self.backend)
+                usage = made.metadata.get("usage") if made is not None else None
+                if isinstance(usage, dict):  # a meta-prompt's tokens count against the token/cost budget
+                    self.budget.observe(usage.get("model"), usage.get("prompt_tokens"), usage.get("completion_tokens"))
             cands = await op.propose(plan.parent, plan.context, self.backend)
         except (RunAborted, WorkerLost):
             self.ledger.reserved -= plan.n
