@@ -91,3 +91,13 @@ def test_a_run_without_evolving_prompts_says_so(tmp_path: Path) -> None:
     with TestClient(create_app(str(db), warm=False)) as client:
         r = client.get(f"/runs/{rid}/templates")
     assert r.status_code == 200 and 'data-empty="1"' in r.text and "prompt: {evolve: true}" in r.text
+
+
+def test_the_api_lists_the_templates_of_a_run(templates_server: tuple[Server, str, Path]) -> None:
+    server, rid, db = templates_server
+    got = server.json(f"/api/runs/{rid}/templates")
+    con = sqlite3.connect(db)
+    assert sorted(t["id"] for t in got["templates"]) == sorted(r[0] for r in con.execute("SELECT id FROM prompt_templates"))
+    hostile = next(t for t in got["templates"] if t["id"] == "hostile")
+    assert hostile["text"] == HOSTILE and hostile["status"] == "invalid" and hostile["depth"] == 1
+    assert sum(len(t["programs"]) for t in got["templates"]) == 10
