@@ -18,8 +18,8 @@ from starlette.routing import Route
 from qdevolve.serve import queries as Q
 from qdevolve.serve.archive_view import archive_view
 from qdevolve.serve.policy_view import policy_view
-from qdevolve.serve.templates_view import templates_view
 from qdevolve.serve.tasks_view import task_view
+from qdevolve.serve.templates_view import templates_view
 from qdevolve.serve.tree import DEFAULT_LIMIT, MAX_LIMIT, TreeQuery
 
 __all__ = ["ENDPOINTS", "routes", "json_response", "BadRequest"]
