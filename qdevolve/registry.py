@@ -49,6 +49,7 @@ __all__ = [
     "objective",
     "cluster",
     "executor",
+    "prompt_mutator",
     "load_plugin_file",
     "all_plugins",
     "snapshot",
@@ -64,6 +65,7 @@ PROTOCOLS: dict[str, tuple[tuple[str, ...], ...]] = {
     "objective": (("advantages", "update"),),
     "cluster": (("__call__",),),
     "executor": (("submit",), ("close",)),
+    "prompt_mutator": (("mutate",),),  # a new prompt template from an old one (qdevolve.mutation.template_mutators)
 }
 KINDS: tuple[str, ...] = tuple(PROTOCOLS)
 
@@ -369,7 +371,9 @@ sandbox = Registry("sandbox")
 objective = Registry("objective")
 cluster = Registry("cluster")
 executor = Registry("executor")
-REGISTRIES: dict[str, Registry] = {r.kind: r for r in (archive, selection, mutation, backend, sandbox, objective, cluster, executor)}
+prompt_mutator = Registry("prompt_mutator")
+REGISTRIES: dict[str, Registry] = {r.kind: r for r in (archive, selection, mutation, backend, sandbox, objective, cluster,
+                                                       executor, prompt_mutator)}
 
 
 def all_plugins(load: bool = True) -> list[PluginInfo]:

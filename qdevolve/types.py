@@ -22,6 +22,7 @@ __all__ = [
     "Status",
     "EdgeRole",
     "Program",
+    "PromptTemplate",
     "EvalResult",
     "Rollout",
     "ArchiveEvent",
@@ -318,3 +319,35 @@ def task_scores(metrics: dict[str, Any], operator: str | None = None
     scoring = {k: metrics[k] for k in names if not k.startswith(HELDOUT_PREFIX) and k not in _AGGREGATE_METRICS}
     held = {k[len(HELDOUT_PREFIX):]: metrics[k] for k in names if k.startswith(HELDOUT_PREFIX)}
     return scoring, held
+
+
+@dataclass
+class PromptTemplate:
+    """One prompt template of the second population (:mod:`qdevolve.prompts.evolution`),
+    as stored in ``prompt_templates``.
+
+    Attributes:
+        id: Unique id.
+        name: The template it replaces (``diff_user``...).
+        text: The template text.
+        parent_id: The template it was mutated from (``None`` for a seed).
+        origin: ``seed`` or the name of the mutator that made it.
+        status: ``active``, ``invalid`` (refused by :func:`validate_template`) or ``retired``.
+        reason: Why it was refused.
+        retires: The template this one pushed out of a full population.
+        generation: 0 for a seed, else 1 + the parent's.
+        metadata: Extras (usage of the meta-prompt, the edits made).
+        created_at: Unix time.
+    """
+
+    id: str
+    name: str
+    text: str
+    parent_id: str | None = None
+    origin: str = "seed"
+    status: str = "active"
+    reason: str | None = None
+    retires: str | None = None
+    generation: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("qdevolve.cli.evolve", "run", "Evolve a program from an example directory."),
     "resume": ("qdevolve.cli.evolve", "resume", "Resume a run from its database."),
     "runs": ("qdevolve.cli.runs", "runs", "List the runs stored in a database."),
-    "lineage": ("qdevolve.cli.lineage", "lineage", "Inspect lineage trees: tree, show, ancestry, diff, export, policy."),
+    "lineage": ("qdevolve.cli.lineage", "lineage", "Inspect lineage trees: tree, show, ancestry, diff, export, policy, templates."),
     "archive": ("qdevolve.cli.archive", "archive", "Archive statistics and plots."),
     "plugins": ("qdevolve.cli.plugins", "plugins", "List registered plugins."),
     "sandbox": ("qdevolve.cli.sandbox", "sandbox", "Run programs in a sandbox; check a sandbox against attacks."),

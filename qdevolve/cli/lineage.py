@@ -61,7 +61,7 @@ def _tuple(node: dict[str, Any]) -> tuple[Any, ...]:
 
 @click.group()
 def lineage() -> None:
-    """Inspect lineage trees: tree, show, ancestry, diff, export, policy."""
+    """Inspect lineage trees: tree, show, ancestry, diff, export, policy, templates."""
 
 
 @lineage.command()
@@ -253,6 +253,8 @@ def show(program_id: str, db: str) -> None:
                f"policy version {'-' if p.policy_version is None else p.policy_version}")
     if worker:
         click.echo(f"worker    {_safe(worker)}")
+    if isinstance(p.metadata.get("template_id"), str):  # evolving prompts: 'lineage templates --show ID'
+        click.echo(f"template  {_safe(p.metadata['template_id'])}")
     if r is None:
         click.echo("status    unevaluated")
     else:
@@ -398,3 +400,10 @@ def policy(db: str, run_id: str | None, as_json: bool) -> None:
     Console(width=max(100, Console().width)).print(table)
 
 
+def _add_templates() -> None:
+    from qdevolve.cli.lineage_templates import templates
+
+    lineage.add_command(templates)
+
+
+_add_templates()

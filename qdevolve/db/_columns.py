@@ -4,6 +4,7 @@ two equal)."""
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     'archive_snapshots': ('id', 'run_id', 'eval_id', 'evaluations', 'event_id', 'format', 'state', 'created_at',),
+    'prompt_templates': ('seq', 'id', 'run_id', 'parent_id', 'name', 'text', 'origin', 'status', 'reason', 'retires', 'generation', 'metadata', 'created_at',),
     'plugin_files': ('id', 'run_id', 'path', 'sha256', 'names', 'loaded_at',),
     'policy_versions': ('run_id', 'version', 'parent_version', 'objective', 'step', 'path', 'metrics', 'created_at',),
     'qdevolve_schema': ('version', 'qdevolve_version', 'created_at',),

@@ -110,6 +110,7 @@ def migrate(c: Connection) -> None:
 
     v1 -> v2: ``evaluations.worker`` (where an evaluation ran) and the ``run_leases`` table.
     v2 -> v3: the ``archive_snapshots`` table (a run without snapshots is replayed in full).
+    v3 -> v4: the ``prompt_templates`` table (a run without it never evolved its prompts).
     """
     from qdevolve import __version__
 
@@ -123,5 +124,7 @@ def migrate(c: Connection) -> None:
         S.run_leases.create(c, checkfirst=True)
     if version < 3:
         S.archive_snapshots.create(c, checkfirst=True)
+    if version < 4:
+        S.prompt_templates.create(c, checkfirst=True)
     c.execute(insert(S.schema_table).values(version=S.SCHEMA_VERSION, qdevolve_version=__version__,
                                             created_at=time.time()))

@@ -23,7 +23,7 @@ from qdevolve.db._version import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "metadata", "schema_table", "runs", "programs", "edges",
            "evaluations", "archive_events", "rollouts", "policy_versions", "plugin_files",
-           "run_state", "run_leases", "archive_snapshots"]
+           "run_state", "run_leases", "archive_snapshots", "prompt_templates"]
 
 
 metadata = MetaData()
@@ -213,4 +213,26 @@ archive_snapshots = Table(
     Column("state", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Index("ix_archive_snapshots_run", "run_id", "eval_id"),
+)
+
+# The second population (qdevolve.prompts.evolution): every prompt template a run made, valid
+# or refused, written in the transaction of the tell that follows its creation. A child names
+# its template in ``programs.metadata["template_id"]`` (and its rollout's metadata).
+prompt_templates = Table(
+    "prompt_templates",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("run_id", String(64), nullable=False),
+    Column("parent_id", String(64)),
+    Column("name", String(64), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("origin", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("reason", Text),
+    Column("retires", String(64)),
+    Column("generation", Integer, nullable=False, default=0),
+    Column("metadata", Text, nullable=False, default="{}"),
+    Column("created_at", Float, nullable=False),
+    Index("ix_prompt_templates_run", "run_id", "seq"),
 )

@@ -21,14 +21,14 @@ from typing import Any
 from sqlalchemy import Connection, create_engine, func, insert, or_, select, text, update
 from sqlalchemy.engine import make_url
 
-from qdevolve.db import _engine, _open, _queries, _rows, claims, snapshots
+from qdevolve.db import _engine, _open, _queries, _rows, claims, snapshots, templates
 from qdevolve.db import schema as S
 from qdevolve.db._codec import dumps, finite_or_none, loads
 from qdevolve.db._codec import text as text_col
 from qdevolve.db._lease import RunLease, RunLocked
 from qdevolve.db.records import EdgeRecord, EvaluationRecord, RewardRecord, RunCounts, as_reward
 from qdevolve.errors import DatabaseError
-from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout, new_id
+from qdevolve.types import ArchiveEvent, EvalResult, Program, PromptTemplate, Rollout, new_id
 
 __all__ = ["LineageStore", "open_store", "dumps", "loads", "RunLease", "RunLocked", "BudgetSpent"]
 
@@ -180,7 +180,8 @@ class LineageStore:
               rollouts: Sequence[Rollout] = (),
               rewards: Sequence[RewardRecord] = (),
               state: dict[str, Any] | None = None,
-              budget: tuple[str, int, int] | None = None, snapshot: str | None = None) -> None:
+              budget: tuple[str, int, int] | None = None, snapshot: str | None = None,
+              templates: Sequence[PromptTemplate] = ()) -> None:
         """Store everything given in one transaction (all of it, or nothing on a crash).
 
         Args:
@@ -200,6 +201,7 @@ class LineageStore:
                 can never store more than ``total`` children between them.
             snapshot: The run's archive state after this batch's evaluation (encoded by
                 :mod:`qdevolve.archive.snapshot`), stored in this same transaction.
+            templates: New prompt templates of run ``run_id`` (:mod:`qdevolve.db.templates`).
 
         Raises:
             BudgetSpent: the claim would pass ``total`` (or the counter does not exist);
@@ -207,7 +209,7 @@ class LineageStore:
         """
         batch = self._resolve(run_id=run_id, programs=programs, evaluations=evaluations, edges=edges,
                               events=events, rollouts=rollouts, rewards=rewards, state=state, budget=budget,
-                              snapshot=snapshot)
+                              snapshot=snapshot, templates=templates)
         with self._begin() as c:
             self._write_batch(c, batch)
 
@@ -216,16 +218,16 @@ class LineageStore:
                  edges: Sequence[EdgeRecord | tuple[str, str, str]] = (), events: Sequence[ArchiveEvent] = (),
                  rollouts: Sequence[Rollout] = (), rewards: Sequence[RewardRecord] = (),
                  state: dict[str, Any] | None = None, budget: tuple[str, int, int] | None = None,
-                 snapshot: str | None = None) -> dict[str, Any]:
+                 snapshot: str | None = None, templates: Sequence[PromptTemplate] = ()) -> dict[str, Any]:
         """A :meth:`write` batch checked and resolved (parent edges, evaluation run ids) before
         its transaction opens."""
-        if (state or snapshot) and not run_id:
-            raise ValueError("write(state=..., snapshot=...) needs run_id")
+        if (state or snapshot or templates) and not run_id:
+            raise ValueError("write(state=..., snapshot=..., templates=...) needs run_id")
         edge_recs, evals = _rows.resolve_batch(programs, evaluations, edges, events, run_id,
                                                self._run_ids_of, self.name)
         return {"run_id": run_id, "programs": programs, "edges": edge_recs, "evaluations": evals,
                 "events": events, "rollouts": rollouts, "rewards": rewards, "state": state,
-                "budget": budget, "snapshot": snapshot}
+                "budget": budget, "snapshot": snapshot, "templates": templates}
 
     def _write_batch(self, c: Connection, b: dict[str, Any]) -> None:
         """One resolved batch inside the open transaction ``c`` (see :meth:`write`)."""
@@ -247,6 +249,7 @@ class LineageStore:
             self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in b["state"].items()])
         if b["snapshot"] is not None:
             snapshots.write_snapshot(c, run_id or "", b["snapshot"])
+        self._insert(c, templates.TEMPLATE, b.get("templates", ()), ctx)
 
     # -- starting and (re)opening a run, each one transaction --------------------------------
     def start_run(self, run_id: str, *, name: str | None = None, config: dict[str, Any] | None = None,
@@ -603,6 +606,11 @@ class LineageStore:
     def latest_policy_version(self, run_id: str) -> dict[str, Any] | None:
         rows = self.policy_versions(run_id)
         return rows[-1] if rows else None
+
+    def prompt_templates(self, run_id: str) -> list[PromptTemplate]:
+        """The run's prompt templates in creation order (:mod:`qdevolve.db.templates`)."""
+        with self._connect() as c:
+            return templates.read_templates(c, run_id)
 
     def plugin_files(self, run_id: str) -> list[dict[str, Any]]:
         pf = S.plugin_files

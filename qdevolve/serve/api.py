@@ -19,6 +19,7 @@ from qdevolve.serve import queries as Q
 from qdevolve.serve.archive_view import archive_view
 from qdevolve.serve.policy_view import policy_view
 from qdevolve.serve.tasks_view import task_view
+from qdevolve.serve.templates_view import templates_view
 from qdevolve.serve.tree import DEFAULT_LIMIT, MAX_LIMIT, TreeQuery
 
 __all__ = ["ENDPOINTS", "routes", "json_response", "BadRequest"]
@@ -114,6 +115,11 @@ def api_policy(request: Request) -> Response:
     return json_response(policy_view(db, Q.resolve_run(db, request.path_params["run"])))
 
 
+def api_templates(request: Request) -> Response:
+    db = request.app.state.db
+    return json_response(templates_view(db, Q.resolve_run(db, request.path_params["run"])["id"]))
+
+
 def api_program(request: Request) -> Response:
     db = request.app.state.db
     pid = Q.resolve_program(db, request.path_params["program"])
@@ -145,6 +151,8 @@ ENDPOINTS: list[tuple[str, str]] = [
     ("/api/runs/{run}/archive", "current elites, the feature grid with real value bins, best-score and "
                                 "QD-score curves against evaluations"),
     ("/api/runs/{run}/policy", "per policy version: loss, kl, entropy, D_n, pass@1, programs produced"),
+    ("/api/runs/{run}/templates", "prompt templates (prompt: {evolve: true}) in tree order: parent, origin, "
+                                  "status, children, fitness, text and the programs each made"),
     ("/api/programs/{program}", "one program: code, evaluations (metrics, tests, features, artifacts), "
                                 "parents, archive events, rollouts (prompt, completion), ancestors, children; "
                                 "an agent's per-task scores as `tasks` (scoring and held-out rows beside its "
@@ -158,5 +166,6 @@ def routes() -> list[Route]:
         Route("/api", api_index), Route("/api/runs", api_runs), Route("/api/runs/{run}", api_run),
         Route("/api/runs/{run}/stamp", api_stamp), Route("/api/runs/{run}/tree", api_tree),
         Route("/api/runs/{run}/archive", api_archive), Route("/api/runs/{run}/policy", api_policy),
+        Route("/api/runs/{run}/templates", api_templates),
         Route("/api/programs/{program}", api_program), Route("/api/programs/{program}/live", api_program_live),
     ]

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from qdevolve.serve import queries as Q
 from qdevolve.serve.render import highlight_code, highlight_diff, tail
 from qdevolve.serve.tasks_view import task_view
+from qdevolve.serve.templates_view import template_of, templates_view
 from qdevolve.textsafe import strip_surrogates
 
 __all__ = ["routes", "render_error"]
@@ -83,6 +84,12 @@ def policy_page(request: Request) -> Response:
     return _page(request, "policy.html", run=run, page="policy", has_policy=has_policy)
 
 
+def templates_page(request: Request) -> Response:
+    db = request.app.state.db
+    run = Q.resolve_run(db, request.path_params["run"])
+    return _page(request, "templates.html", run=run, page="templates", view=templates_view(db, run["id"]))
+
+
 def program_page(request: Request) -> Response:
     db = request.app.state.db
     pid = Q.resolve_program(db, request.path_params["program"])
@@ -106,9 +113,10 @@ def program_page(request: Request) -> Response:
                                                         "tests", "features", "artifacts", "error", "created_at"}]
     return _page(request, "program.html", run=run, page="program", p=p, last=last, artifacts=artifacts, diffs=diffs,
                  tests=tests, extra_cols=extra_cols, tasks=task_view(db, p), code_html=Markup(highlight_code(p["code"], p.get("language"))),
-                 ancestors=Q.ancestors(db, pid), children=Q.children(db, pid))
+                 ancestors=Q.ancestors(db, pid), children=Q.children(db, pid), template_id=template_of(p))
 
 
 def routes() -> list[Route]:
     return [Route("/", tree_page), Route("/runs/{run}", tree_page), Route("/runs/{run}/archive", archive_page),
-            Route("/runs/{run}/policy", policy_page), Route("/programs/{program}", program_page)]
+            Route("/runs/{run}/policy", policy_page), Route("/runs/{run}/templates", templates_page),
+            Route("/programs/{program}", program_page)]

@@ -17,6 +17,7 @@ import pytest
 from qdevolve.archive.replay import replay
 from qdevolve.archive.snapshot import encode, snapshot
 from qdevolve.db import snapshots, streams
+from qdevolve.db._version import SCHEMA_VERSION
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.evolve.core.archive_rebuild import code_features, rebuild
 from qdevolve.types import EvalResult
@@ -170,7 +171,7 @@ def test_a_schema_v2_database_is_upgraded_and_replayed_in_full(tmp_path: Path) -
     con.commit()
     con.close()
     with open_store(db) as store:
-        assert store.execute("SELECT MAX(version) FROM qdevolve_schema")[0][0] == 3
+        assert store.execute("SELECT MAX(version) FROM qdevolve_schema")[0][0] == SCHEMA_VERSION
         assert snapshots.latest(store, rid) is None
         _run_row, rep = rebuild(store, rid, points=1)
         assert rep.evaluated == 8 and rep.archive.stats()["size"] == 3

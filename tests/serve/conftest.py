@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from . import synth
-from .chromium import Chromium, find_chromium
+from .chromium import Chromium, Page, find_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,3 +131,11 @@ def browser() -> Iterator[Chromium]:
     b = Chromium()
     yield b
     b.close()
+
+
+@pytest.fixture
+def page(browser: Chromium) -> Iterator[Page]:
+    """A fresh tab of the session's browser, closed after the test."""
+    p = browser.new_page()
+    yield p
+    p.close()

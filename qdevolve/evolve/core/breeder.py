@@ -98,6 +98,7 @@ class ChildPlan:
     context: MutationContext
     n: int  # children reserved from the budget for this plan
     duplicates: list[Child] = field(default_factory=list)  # rejected copies, rewarded as rollouts
+    template_id: str | None = None  # the evolved prompt template asked (qdevolve.evolve.core.prompt_population)
 
 
 @dataclass
@@ -129,6 +130,7 @@ class Breeder:
         self.group_size = group_size
         self.n_islands = int(getattr(archive, "n_islands", 1) or 1)  # only the islands archive has several
         self._singles = [i for i, op in enumerate(operators) if op.n_parents == 1]
+        self.prompts: Any = None  # a PromptEvolution when prompt.evolve is on
 
     def plan(self, iteration: int, budget_left: int) -> ChildPlan:
         """Draw an operator and its parents; reserve up to ``group_size`` children."""
@@ -155,7 +157,22 @@ class Breeder:
         ctx = MutationContext(rng=self.rng, parent_result=parent_res, inspirations=insp, other_parents=others,
                               iteration=iteration, island=island if island is not None else parent.island,
                               n=n, settings=self.settings)
-        return ChildPlan(iteration, op, self.names[k], parent, ctx, n)
+        template_id = self._use_template(op, ctx)
+        return ChildPlan(iteration, op, self.names[k], parent, ctx, n, template_id=template_id)
+
+    def _use_template(self, op: Mutation, ctx: MutationContext) -> str | None:
+        """With evolving prompts, put the chosen template of the operator's format in the
+        context's settings; its id (``None``: the fixed templates)."""
+        from qdevolve.prompts import TEMPLATE_NAMES
+
+        name = TEMPLATE_NAMES.get(str(getattr(op, "edit_format", "")))
+        if self.prompts is None or not op.needs_backend or name is None:
+            return None
+        t = self.prompts.choose(name)
+        if t is None:
+            return None
+        ctx.settings = {**self.settings, "templates": {**(self.settings.get("templates") or {}), name: t.text}}
+        return t.id
 
     def _distinct_parents(self, elites: list[Elite], island: int | None) -> list[Elite]:
         """Parents with distinct programs: redraw duplicates, then any other elite at random."""
@@ -201,6 +218,8 @@ class Breeder:
                 meta["usage"]["es_member"] = comp.es_member
         if cand.code is None:
             meta.update(failed_mutation=True, reason=cand.error)
+        if plan.template_id is not None:
+            meta["template_id"] = plan.template_id
         program = Program(code=cand.code if cand.code is not None else "", run_id=self.run_id,
                           language=parent.language, parent_ids=tuple(dict.fromkeys(cand.parent_ids)) or (parent.id,),
                           generation=1 + max(gens), island=ctx.island, operator=cand.operator or plan.operator_name,
@@ -215,6 +234,7 @@ class Breeder:
                               prompt_tokens=comp.prompt_tokens, completion_tokens=comp.completion_tokens,
                               metadata={"operator": program.operator, "parent_ids": list(program.parent_ids),
                                         "model": comp.model,
+                                        **({} if plan.template_id is None else {"template_id": plan.template_id}),
                                         **({} if comp.es_member is None else {"es_member": comp.es_member})})
         failed = None
         if cand.code is None:

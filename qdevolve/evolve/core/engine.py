@@ -49,6 +49,7 @@ from qdevolve.evolve.core.hooks import (
     fixed_code_checked,
 )
 from qdevolve.evolve.core.plugins import EnginePlugins, RewardReporting, build_backend, make_limits
+from qdevolve.evolve.core.prompt_population import PromptEvolution
 from qdevolve.evolve.core.record import TellRecord
 from qdevolve.evolve.core.run_state import counters_state, restore_counters
 from qdevolve.evolve.executors import WorkerLost
@@ -109,6 +110,9 @@ class Evolution:
         self._tick: Callable[[], None] = lambda: None  # the display's refresh while running
         self._next_iteration, self._iteration_offset = 0, 0  # plan counter (stored; islands and prompts read it)
         self.snapshots = SnapshotSchedule()  # the archive's state, stored every so many tells
+        self.prompts = PromptEvolution.from_config(config.prompt, self.plugins.operators, self.breeder.settings,
+                                                   has_backend=bool(config.backend))
+        self.breeder.prompts = self.prompts
         self._rebuild()
         # The budget counter each stored child claims in its tell's transaction (qdevolve.db.claims):
         # the run's own, or a pool shared by the runs of several controllers on one database.
@@ -272,6 +276,8 @@ class Evolution:
         if ensemble is not None and isinstance(self.backend, StatefulBackend):
             self.backend.restore(ensemble)
         restore_counters(self, self.store.get_state(self.run_id, "counters"))
+        if self.prompts is not None:
+            self.prompts.rebuild(self.store, self.run_id)
 
     def reload_archive(self) -> None:
         """Put the archive back as the store holds it (after a ``tell`` whose commit failed):
@@ -301,6 +307,10 @@ class Evolution:
         backend = self.backend if self.meter is None else self.meter.for_spender(
             f"agent:{plan.parent.id[:12]}" if getattr(op, "name", None) == "self" else "engine")
         try:
+            if self.prompts is not None and self.prompts.due():  # the template population's turn
+                # a meta-prompt's tokens are metered like every other call ("prompts" account)
+                await self.prompts.evolve(self.rng, self.backend if self.meter is None
+                                          else self.meter.for_spender("prompts"))
             cands = await op.propose(plan.parent, plan.context, backend)
         except (RunAborted, WorkerLost):
             self.ledger.reserved -= plan.n
@@ -308,6 +318,9 @@ class Evolution:
         except Exception as exc:  # an operator bug: one failed mutation, not a dead run
             cands = [Candidate(code=None, operator=plan.operator_name, parent_ids=(plan.parent.id,),
                                error=f"operator '{plan.operator_name}' raised {type(exc).__name__}: {exc}")]
+        finally:
+            if self.prompts is not None:
+                self.prompts.release(plan.template_id)
         cands = [fixed_code_checked(plan.parent, c, op) for c in cands]
         kept = []
         for c in self.breeder.children(plan, cands):
@@ -420,7 +433,8 @@ class Evolution:
             edges=tuple(child.edges) if child is not None else (),
             evaluation=EvaluationRecord(program.id, result, self.plugins.sandbox_type, worker, self.run_id),
             events=events, rollout=rollout, reward=reward, state=self.run_state(), claim=claim,
-            snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive))
+            snapshot=None if program.operator == "seed" else self.snapshots.due(self.archive),
+            templates=self.prompts.pending() if self.prompts is not None else [])
 
     def _apply(self, record: TellRecord, child: Child | None) -> None:
         """Memory after the commit: ledger, caches, observers, listener counters, display."""
@@ -439,6 +453,10 @@ class Evolution:
                                  f"'qdevolve resume --db {self.store.name}'")
         if isinstance(self.plugins.selection, ChildObserver) and program.operator != "seed":
             self.plugins.selection.observe_child(program.parent_ids, result.score if result.ok else None)
+        if self.prompts is not None:
+            parent = self.cache.get(program.parent_ids[0])[1] if program.parent_ids else None
+            self.prompts.committed(record.templates, program, result,
+                                   None if parent is None else (parent.ok, parent.score))
         if result.ok and result.score is not None:
             self.cache.remember(program, result, self._elite_ids)
         self._tick()

@@ -8,12 +8,12 @@ in one store transaction, and only then updates memory from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from qdevolve.db.records import EdgeRecord, EvaluationRecord
 from qdevolve.evolve.training import Reward
-from qdevolve.types import ArchiveEvent, EvalResult, Program, Rollout
+from qdevolve.types import ArchiveEvent, EvalResult, Program, PromptTemplate, Rollout
 
 __all__ = ["TellRecord"]
 
@@ -35,6 +35,7 @@ class TellRecord:
         state: Run-state keys written in the same transaction (rng, usage, ensemble, counters).
         claim: ``(counter, n, total)`` budget claim, or ``None`` (seeds, unevaluated programs).
         snapshot: The encoded archive state when one is due, else ``None``.
+        templates: Prompt templates made since the last commit (evolving prompts).
     """
 
     run_id: str
@@ -49,10 +50,11 @@ class TellRecord:
     state: dict[str, Any]
     claim: tuple[str, int, int] | None
     snapshot: str | None
+    templates: list[PromptTemplate] = field(default_factory=list)
 
     def rows(self) -> dict[str, Any]:
         """Keyword arguments of :meth:`~qdevolve.db.store.LineageStore.write` (one transaction)."""
         return {"run_id": self.run_id, "programs": () if self.stored_before else [self.program],
                 "edges": self.edges, "evaluations": [self.evaluation], "events": self.events,
                 "rollouts": [self.rollout] if self.rollout is not None else (), "state": self.state,
-                "budget": self.claim, "snapshot": self.snapshot}
+                "budget": self.claim, "snapshot": self.snapshot, "templates": self.templates}
