@@ -230,6 +230,8 @@ class Staging:
             del cfg["nonce"]
         if work_dir is not None:  # docker: the runner copies the program into this tmpfs
             cfg["work_dir"] = work_dir
+            if len(written) > 1:  # a program tree: every file of it, at its relative path
+                cfg["tree_files"] = [w.relative_to(path).as_posix() for w in written if w.is_file()]
         if users is not None:  # docker: {"runner": (uid, gid), "candidate": (uid, gid)}
             cfg["users"] = users
         if view is not None:  # local: the runner builds its view of the host, then drops root

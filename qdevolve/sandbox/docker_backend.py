@@ -36,7 +36,6 @@ from pathlib import Path
 
 from qdevolve import registry
 from qdevolve.errors import EvaluationSetupError
-from qdevolve.programtree import is_tree
 from qdevolve.sandbox._bounded import Tail
 from qdevolve.sandbox._proc import pid_alive
 from qdevolve.sandbox._staging import Staging, remove_tree, site_packages
@@ -282,11 +281,8 @@ class DockerSandbox:
                  cascade_thresholds: Sequence[float] | None = None) -> EvalResult:
         """Evaluate ``program`` in a container; thread-safe; never raises for the program.
 
-        A program tree is refused (its runner copies one program file into the container's
-        work directory): evaluate trees with ``local`` or ``bwrap``."""
-        if is_tree(program.code):
-            return EvalResult(status="error", error="docker sandbox: program trees (several files) are not staged "
-                              "by this backend yet; use sandbox: local or bwrap")
+        A program tree is staged whole: the runner copies each of its files into the
+        container's work directory at its relative path (``tree_files`` in the run file)."""
         result = self._evaluate(program, evaluator, limits, cascade_thresholds)
         if result is _DIRTY:  # an earlier candidate left what could not be removed: new container
             result = self._evaluate(program, evaluator, limits, cascade_thresholds)

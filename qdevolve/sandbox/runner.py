@@ -280,6 +280,31 @@ def preimport() -> None:
     import _importguard  # noqa: F401 - installed in finish
 
 
+def _copy_staged(src_root: str, dst_root: str, rel: str) -> None:
+    """Copy one staged program file ``rel`` (checked again: relative, no ``..``) into the
+    work tmpfs, read-only; directories made for it are sticky and world-writable like the
+    work directory itself, so everything under it counts as the candidate's."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"refusing program file path {rel!r}")
+    with open(os.path.join(src_root, rel), "rb") as fh:
+        source = fh.read()
+    target = dst_root
+    for part in parts[:-1]:
+        target = os.path.join(target, part)
+        if not os.path.isdir(target):
+            os.mkdir(target)
+            os.chmod(target, 0o1777)
+    dst = os.path.join(dst_root, rel)
+    try:
+        os.unlink(dst)  # a warm container's last one, if its wipe failed
+    except OSError:
+        pass
+    with open(dst, "wb") as fh:
+        fh.write(source)
+    os.chmod(dst, 0o444)  # not the candidate's (sticky dir, another uid)
+
+
 def main(argv: list) -> None:
     import signal
 
@@ -322,19 +347,14 @@ def main(argv: list) -> None:
         _procctl.nondumpable()  # a credential change resets the flag to the system's default
         _procctl.no_new_privs()
     if cfg.get("work_dir"):  # docker: the program arrives read-only; work in the quota'd tmpfs
-        with open(cfg["program"], "rb") as fh:
-            source = fh.read()
         workdir = cfg["work_dir"]
         if users is not None:  # docker copies the image directory's mode onto the tmpfs
             os.chmod(workdir, 0o1777)
-        cfg["program"] = os.path.join(workdir, os.path.basename(cfg["program"]))
-        try:
-            os.unlink(cfg["program"])  # a warm container's last one, if its wipe failed
-        except OSError:
-            pass
-        with open(cfg["program"], "wb") as fh:
-            fh.write(source)
-        os.chmod(cfg["program"], 0o444)  # not the candidate's (sticky dir, another uid)
+        staged = os.path.dirname(cfg["program"])
+        main = os.path.basename(cfg["program"])
+        for rel in cfg.get("tree_files") or [main]:  # a tree: every file at its relative path
+            _copy_staged(staged, workdir, rel)
+        cfg["program"] = os.path.join(workdir, main)
     own, cand_cpu = _procctl.split_cpu({k: tuple(v) for k, v in cfg.get("rlimits", {}).items()},
                               float(cfg.get("run_s") or 0))
     _procctl.set_rlimits(own)
