@@ -84,6 +84,8 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     for model, u in (summary.stats.get("usage") or {}).get("models", {}).items():  # budget meter totals
         t.add_row("model", Text(f"{terminal_safe_line(model)}: {u['calls']} calls, "
                                 f"{u['prompt_tokens']}+{u['completion_tokens']} tokens, cost {u['cost']:.4g}"))
+    for what, value in getattr(summary, "model_rows", ()):  # parse rate, tokens/s
+        t.add_row(what, value)
     solved = summary.stats.get("targets_solved_per_version")
     if solved:  # train.solved_by: a problem suite's targets solved per policy version
         t.add_row("targets solved per policy version", " ".join(f"v{v}:{n}" for v, n in solved))
