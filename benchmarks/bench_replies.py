@@ -179,14 +179,13 @@ def replay(rows: list[dict[str, Any]]) -> dict[str, Any]:
         example, code = by_name[row["parent"]]
         base = evaluate(example, code)
         fmt = row["format"]
-        parsers = [("qdevolve", lambda: qdevolve_child(fmt, row, code, base))]
-        if fmt != "qdevolve-block":  # OpenEvolve has no block prompt; its diff mode would see no diff
-            parsers.append(("openevolve", lambda: openevolve_child(fmt, row["reply"] or "", code)))
-        for parser, parse in parsers:
+        parsers = ["qdevolve"] if fmt == "qdevolve-block" else ["qdevolve", "openevolve"]  # no block prompt there
+        for parser in parsers:
             t = tally.setdefault((fmt, parser), Counter())
             why = reasons.setdefault((fmt, parser), Counter())
             t["replies"] += 1
-            child, reason = parse()
+            child, reason = (qdevolve_child(fmt, row, code, base) if parser == "qdevolve"
+                             else openevolve_child(fmt, row["reply"] or "", code))
             if child is None:
                 why[reason[:70]] += 1
                 continue
