@@ -17,7 +17,10 @@ Reading the reply is a careful reader's job, each step recorded in ``metadata["c
    lines equal to the start or the end of the code before the region, trailing lines equal
    to the start or the end of the code after it, and (for a top-level region) any
    top-level statement equal to one of the fixed code's;
-4. indentation (``reindented``): the body is dedented, then indented as the parent's region.
+4. indentation (``reindented``): the body is dedented, then indented as the parent's region;
+5. a function's body without its ``def`` line (``function_body``): when the region is one
+   top-level function and the reply defines none, the reply is put under the region's
+   ``def`` line and docstring.
 
 A reply made of SEARCH/REPLACE blocks is applied as a diff (``metadata["salvaged"] = "diff"``).
 The child is refused, with the reason, when the body is empty, unchanged, or no longer
@@ -158,6 +161,33 @@ def _public_defs(code: str) -> set[str] | None:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not st.name.startswith("_")}
 
 
+def _under_parent_header(old: str, body: str) -> str | None:
+    """``body`` as the body of the region's one function, under its ``def`` line and docstring.
+
+    Taken when the parent's region is a single top-level function and ``body`` (no ``def``
+    or ``class`` of its own) parses as that function's body; ``None`` otherwise.
+    """
+    try:
+        region = ast.parse(old)
+        ast.parse("def _f():\n" + textwrap.indent(body, "    "))
+    except (SyntaxError, ValueError):
+        return None
+    fns = [st for st in region.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+    if len(fns) != 1 or not isinstance(fns[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    fn = fns[0]
+    first = fn.body[0]
+    is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    if is_doc and len(fn.body) == 1:
+        return None
+    head_end = (first.end_lineno or first.lineno) if is_doc else first.lineno - 1
+    start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+    lines = old.split("\n")
+    header = "\n".join(lines[start - 1:head_end])
+    inner = _indent_of(lines[(fn.body[1] if is_doc else first).lineno - 1]) or "    "
+    return header + "\n" + textwrap.indent(body, inner).rstrip("\n") + "\n"
+
+
 def body_from_reply(reply: str, parent_code: str, index: int = 0, language: str = "python") -> tuple[str, list[str]]:
     """The new body of region ``index`` of ``parent_code`` read from ``reply``, and the cleaning steps.
 
@@ -182,7 +212,7 @@ def body_from_reply(reply: str, parent_code: str, index: int = 0, language: str 
         before = head.rsplit("\n", 1)[0] if "\n" in head else ""
         after = tail.split("\n", 1)[1] if "\n" in tail else ""
     notes: list[str] = []
-    code = _pick_code(reply, language, notes)
+    code = _pick_code(reply.replace("\r\n", "\n"), language, notes)
     code = _between_markers(code, index, len(blocks), notes)
     code = _strip_repeats(code, before, after, notes)
     indent = _indent_of(old) if old.strip() else ""
@@ -237,6 +267,11 @@ class BlockMutation(LLMMutation):
         if body.strip() == old.strip():
             raise ParseError("the new block is the same as the parent's")
         wanted, got = _public_defs(textwrap.dedent(old)), _public_defs(textwrap.dedent(body))
+        if not _indent_of(old) and wanted and got == set():
+            wrapped = _under_parent_header(old, body)
+            if wrapped is not None:  # the model wrote the body of the region's one function
+                body, got = wrapped, wanted
+                notes.append("function_body")
         if not _indent_of(old) and wanted and got is not None:  # unparsable: the syntax check says why
             missing = sorted(wanted - got)
             if missing:

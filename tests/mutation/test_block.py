@@ -73,6 +73,19 @@ def test_messy_replies_become_the_same_child(reply: str, cleaned: list[str] | No
     assert meta.get("cleaned") == cleaned or (cleaned and set(cleaned) <= set(meta.get("cleaned", [])))
 
 
+def test_a_bare_function_body_goes_under_the_regions_def_line() -> None:
+    code = CODE.replace("def priority(value, weight):\n", 'def priority(value, weight):\n    """Docstring."""\n')
+    child, meta = parse("Replace the body with:\n```python\nratio = value / weight\nreturn ratio\n```", code)
+    assert block_texts(child) == ['def priority(value, weight):\n    """Docstring."""\n    ratio = value / weight\n'
+                                  "    return ratio\n"]
+    assert "function_body" in meta["cleaned"]
+
+
+def test_windows_line_endings() -> None:
+    child, _ = parse("```python\r\n" + NEW.replace("\n", "\r\n") + "```\r\n")
+    assert "\r" not in child and NEW in child
+
+
 def test_indented_region_gets_the_parents_indentation_back() -> None:
     reply = "```python\nfor x in xs:\n    total += x * x\n```"
     child, meta = parse(reply, INDENTED)
