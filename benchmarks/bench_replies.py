@@ -17,7 +17,7 @@ rejections, as ``process_parallel`` runs them; ``parse_full_rewrite`` for rewrit
 A child counts when it parses, passes the parser's checks and its evaluation (the example's
 own evaluator in qdevolve's sandbox) is ``ok``. Writes ``benchmarks/results/replies.md``.
 
-    python benchmarks/bench_replies.py --url http://127.0.0.1:8765/v1 [--per-prompt 16]
+    python benchmarks/bench_replies.py --url http://127.0.0.1:8791/v1 [--per-prompt 16]
     python benchmarks/bench_replies.py --replay benchmarks/results/replies_smollm2.json
 """
 
@@ -238,7 +238,7 @@ def report(data: dict[str, Any], table: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", help="OpenAI-compatible base URL (llama.cpp's server), e.g. http://127.0.0.1:8765/v1")
+    ap.add_argument("--url", help="OpenAI-compatible base URL (llama.cpp's server), e.g. http://127.0.0.1:8791/v1")
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--per-prompt", type=int, default=16, help="Replies per (parent, prompt), seeds 0..N-1.")
     ap.add_argument("--max-tokens", type=int, default=320)

@@ -7,7 +7,7 @@ the seed program's score, the best score, whether it improved, the parse rate an
 rows of the run summary, and the wall time. Writes ``benchmarks/results/small_model.json``
 and ``benchmarks/results/small_model.md``.
 
-    python benchmarks/bench_small_model.py --url http://127.0.0.1:8765/v1 [--seeds 0 1 2 3 4] [--iterations 64]
+    python benchmarks/bench_small_model.py --url http://127.0.0.1:8791/v1 [--seeds 0 1 2 3 4] [--iterations 64]
 """
 
 from __future__ import annotations

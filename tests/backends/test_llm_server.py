@@ -43,7 +43,8 @@ def llm_url() -> str:
 
 
 def _backend(url: str, **kw) -> OpenAIBackend:
-    return OpenAIBackend(api_base=url, model="smollm2", seed=7, timeout_s=120.0, **kw)
+    kw.setdefault("model", None if "models" in kw else "smollm2")
+    return OpenAIBackend(api_base=url, seed=7, timeout_s=300.0, **kw)
 
 
 def test_openai_backend_gets_real_completions_with_usage(llm_url: str) -> None:
@@ -80,7 +81,7 @@ def test_ensemble_draws_both_models_from_one_server(llm_url: str) -> None:
 
 @pytest.mark.parametrize("operator", ["block", "diff", "rewrite", "crossover"])
 def test_operators_turn_real_replies_into_a_child_or_a_reason(llm_url: str, operator: str) -> None:
-    op = registry.mutation.create({"type": operator, "max_tokens": 160, "temperature": 0.7})
+    op = registry.mutation.create({"type": operator, "max_tokens": 128, "temperature": 0.7})
     ctx = MutationContext(rng=np.random.default_rng(11), parent_result=EvalResult(status="ok", score=0.917),
                           other_parents=[(Program(code=OTHER), EvalResult(status="ok", score=0.98))], n=2)
     parent = Program(code=SEED)
