@@ -18,7 +18,12 @@ Reading the reply is a careful reader's job, each step recorded in ``metadata["c
    to the start or the end of the code after it, and (for a top-level region) any
    top-level statement equal to one of the fixed code's;
 4. indentation (``reindented``): the body is dedented, then indented as the parent's region;
-5. a function's body without its ``def`` line (``function_body``): when the region is one
+5. what trails off (``cut_off``: a body that does not parse is cut back to its longest
+   parsing head, keeping at least half its lines; ``example_usage``: calls, loops and
+   ``if __name__`` blocks after the last definition, when the region had none);
+6. a dropped parameter (``signature``): a function of the region redefined with a strict
+   subset of its parameters gets the parent's ``def`` line back, since the fixed code calls it so;
+7. a function's body without its ``def`` line (``function_body``): when the region is one
    top-level function and the reply defines none, the reply is put under the region's
    ``def`` line and docstring.
 
@@ -151,6 +156,92 @@ def _drop_fixed_statements(body: str, fixed: str, notes: list[str]) -> str:
     return "\n".join(ln for i, ln in enumerate(lines) if i not in gone)
 
 
+def _cut_off_tail(body: str, wanted: set[str], notes: list[str]) -> str:
+    """A body that does not parse, cut back to its longest head of whole lines that does.
+
+    A reply cut off at ``max_tokens``, or trailing off into broken code after the block,
+    keeps what it completed (``cut_off``): a head that still defines every public function
+    and class of ``wanted`` (the region's), or, when the region defines none, at least half
+    of the body's lines.
+    """
+    if _parses(body):
+        return body
+    lines = body.split("\n")
+    for hi in range(len(lines) - 1, 0 if wanted else max(0, len(lines) // 2) - 1, -1):
+        head = "\n".join(lines[:hi]).rstrip()
+        if not head.strip() or not _parses(head):
+            continue
+        defs = _public_defs(textwrap.dedent(head)) or set()
+        if wanted <= defs:
+            notes.append("cut_off")
+            return head
+        if wanted:
+            return body
+    return body
+
+
+def _is_usage(st: ast.stmt) -> bool:
+    """A top-level statement that runs something: a call or ``if __name__ == ...`` (example usage)."""
+    if isinstance(st, ast.Expr):
+        return not isinstance(st.value, ast.Constant)
+    return isinstance(st, (ast.If, ast.For, ast.While)) or (
+        isinstance(st, ast.Assign) and isinstance(st.value, ast.Call))
+
+
+def _drop_usage(body: str, old: str, notes: list[str]) -> str:
+    """Top-level example usage after the last definition (``example_usage``), unless the region had some."""
+    try:
+        mine, theirs = ast.parse(body), ast.parse(textwrap.dedent(old))
+    except (SyntaxError, ValueError):
+        return body
+    if any(_is_usage(st) for st in theirs.body):
+        return body
+    defs = [i for i, st in enumerate(mine.body) if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    tail = mine.body[defs[-1] + 1:] if defs else []
+    if not tail or not all(_is_usage(st) or isinstance(st, ast.Assign) for st in tail):
+        return body
+    notes.append("example_usage")
+    return "\n".join(body.split("\n")[: mine.body[defs[-1]].end_lineno]).rstrip()
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = fn.args
+    return [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + \
+        [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+
+
+def _header(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int] | None:
+    """0-based line span of ``fn``'s ``def`` header (``None`` when its body starts on that line)."""
+    end = fn.body[0].lineno - 1
+    return (fn.lineno - 1, end) if end > fn.lineno - 1 else None
+
+
+def _restore_signatures(old: str, body: str, notes: list[str]) -> str:
+    """The parent's ``def`` line back on a function that dropped some of its parameters.
+
+    The fixed code calls the region's functions with the parent's parameters; a new
+    definition of the same name whose parameters are a strict subset of the parent's gets
+    the parent's header (``signature``), so it still accepts those calls.
+    """
+    try:
+        theirs, mine = ast.parse(textwrap.dedent(old)), ast.parse(body)
+    except (SyntaxError, ValueError):
+        return body
+    fn_types = (ast.FunctionDef, ast.AsyncFunctionDef)
+    parent_fns = {st.name: st for st in theirs.body if isinstance(st, fn_types)}
+    old_lines, lines = textwrap.dedent(old).split("\n"), body.split("\n")
+    for st in sorted((st for st in mine.body if isinstance(st, fn_types)), key=lambda f: -f.lineno):
+        ref = parent_fns.get(st.name)
+        if ref is None or not set(_params(st)) < set(_params(ref)):
+            continue
+        span, ref_span = _header(st), _header(ref)
+        if span is None or ref_span is None:
+            continue
+        lines[span[0]:span[1]] = old_lines[ref_span[0]:ref_span[1]]
+        notes.append("signature")
+    return "\n".join(lines)
+
+
 def _public_defs(code: str) -> set[str] | None:
     """Public top-level functions and classes of ``code`` (``None`` when it does not parse)."""
     try:
@@ -217,8 +308,11 @@ def body_from_reply(reply: str, parent_code: str, index: int = 0, language: str 
     code = _strip_repeats(code, before, after, notes)
     indent = _indent_of(old) if old.strip() else ""
     body = textwrap.dedent(code).strip("\n")
-    if language == "python" and not indent and marked:
-        body = _drop_fixed_statements(body, before + "\n" + after, notes)
+    if language == "python":
+        body = _cut_off_tail(body, (_public_defs(textwrap.dedent(old)) or set()) if not indent else set(), notes)
+        if not indent and marked:
+            body = _drop_fixed_statements(body, before + "\n" + after, notes)
+            body = _drop_usage(body, old, notes)
     if not body.strip():
         raise ParseError("the reply has no code for the block: answer with the block's new code in a fenced block")
     if _indent_of(code) != indent:
@@ -272,6 +366,8 @@ class BlockMutation(LLMMutation):
             if wrapped is not None:  # the model wrote the body of the region's one function
                 body, got = wrapped, wanted
                 notes.append("function_body")
+        if not _indent_of(old):
+            body = _restore_signatures(old, body, notes)
         if not _indent_of(old) and wanted and got is not None:  # unparsable: the syntax check says why
             missing = sorted(wanted - got)
             if missing:

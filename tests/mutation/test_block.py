@@ -81,6 +81,22 @@ def test_a_bare_function_body_goes_under_the_regions_def_line() -> None:
     assert "function_body" in meta["cleaned"]
 
 
+def test_a_cut_off_tail_and_example_usage_are_dropped() -> None:
+    child, meta = parse(f"```python\n{NEW}\n\ndef helper(x):\n    return [x for x in (1, 2\n")
+    assert block_texts(child) == [NEW] and "cut_off" in meta["cleaned"]
+    child, meta = parse(f"```python\n{NEW}\n# Example usage:\nprint(priority(3, 4))\nbest = max(1, 2)\n```")
+    assert block_texts(child) == [NEW] and "example_usage" in meta["cleaned"]
+
+
+def test_a_dropped_parameter_gets_the_parents_signature_back() -> None:
+    child, meta = parse("```python\ndef priority(value):\n    return value * 2\n```")
+    assert block_texts(child) == ["def priority(value, weight):\n    return value * 2\n"]
+    assert "signature" in meta["cleaned"]
+    # a different parameter is not a dropped one: left alone
+    child, meta = parse("```python\ndef priority(value, size):\n    return value / size\n```")
+    assert "def priority(value, size):" in child and "signature" not in meta.get("cleaned", [])
+
+
 def test_windows_line_endings() -> None:
     child, _ = parse("```python\r\n" + NEW.replace("\n", "\r\n") + "```\r\n")
     assert "\r" not in child and NEW in child
@@ -151,7 +167,7 @@ def test_propose_shows_the_block_and_keeps_the_fixed_code() -> None:
     good = asyncio.run(op.propose(Program(code=CODE), ctx, backend))[0]
     assert good.code is not None and edits_inside_blocks(CODE, good.code) and good.operator == "block"
     prompt = backend.requests[0].messages[-1]["content"]
-    assert "The block, the lines between EVOLVE-BLOCK-START" in prompt
+    assert "The block of a Python program" in prompt and "def pack" not in prompt, "the block alone, not the fixed code"
     assert "```python\ndef priority(value, weight):\n    return value - 2.0 * weight\n```" in prompt
     bad = asyncio.run(op.propose(Program(code=CODE), ctx, backend))[0]
     assert bad.code is None and "SyntaxError" in bad.error and bad.raw
