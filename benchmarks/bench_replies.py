@@ -57,8 +57,8 @@ KNAPSACK = ROOT / "examples" / "small_model_knapsack"
 def parents() -> list[tuple[str, Path, str]]:
     """``(name, example directory, code)``: seeds of three examples and one improved knapsack."""
     seed = (KNAPSACK / "initial_program.py").read_text()
-    better = seed.replace("return value  # the most valuable item first, whatever it weighs",
-                          "return value - 0.5 * weight")
+    better = seed.replace("    return value\n",
+                          "    return value - 0.5 * weight\n")
     return [("knapsack-seed", KNAPSACK, seed), ("knapsack-better", KNAPSACK, better),
             ("bin_packing-seed", ROOT / "examples" / "bin_packing",
              (ROOT / "examples" / "bin_packing" / "initial_program.py").read_text()),

@@ -6,8 +6,11 @@ highest. Evolution rewrites ``priority``; ``pack`` is the fixed harness.
 
 # EVOLVE-BLOCK-START
 def priority(value, weight, room):
-    """How much we want an item worth ``value`` that weighs ``weight`` when ``room`` is left."""
-    return value  # the most valuable item first, whatever it weighs
+    """How much we want an item worth ``value`` that weighs ``weight`` when ``room`` is left.
+
+    Higher is taken sooner. A good priority weighs the value against the weight.
+    """
+    return value
 # EVOLVE-BLOCK-END
 
 

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.llm_server, pytest.mark.slow]
 
 KNAPSACK = Path(__file__).resolve().parents[2] / "examples" / "small_model_knapsack"
 SEED = (KNAPSACK / "initial_program.py").read_text()
-OTHER = SEED.replace("return value  # the most valuable item first, whatever it weighs", "return value - weight")
+OTHER = SEED.replace("    return value\n", "    return value - weight\n")
 
 
 @pytest.fixture
