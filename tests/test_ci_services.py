@@ -29,6 +29,11 @@ def test_browser():
     pytest.skip("chromium is not installed")
 
 
+@pytest.mark.llm_server
+def test_model_server_missing():
+    pytest.skip("QDEVOLVE_TEST_LLM_URL is not set")
+
+
 def test_unrelated_skip():
     pytest.skip("needs gcc")
 '''
@@ -40,7 +45,7 @@ def _pytest(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("QDEVOLVE_TEST_PG_URL", "QDEVOLVE_REQUIRE_SERVICES")}
     full.update(env, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-                           "-o", "markers=postgres\nray", str(tmp_path)],
+                           "-o", "markers=postgres\nray\nllm_server", str(tmp_path)],
                           cwd=tmp_path, capture_output=True, text=True, env=full, timeout=120)
 
 
@@ -49,14 +54,15 @@ def test_service_skips_fail_when_services_are_required(tmp_path: Path) -> None:
     assert r.returncode != 0, r.stdout
     out = r.stdout
     assert "1 skipped" in out, out  # the unrelated skip stays a skip
-    for name in ("test_marked_service_missing", "test_marked_and_skipped_inside", "test_browser"):
+    for name in ("test_marked_service_missing", "test_marked_and_skipped_inside", "test_browser",
+                 "test_model_server_missing"):
         assert any(name in ln and ("FAILED" in ln or "ERROR" in ln) for ln in out.splitlines()), (name, out)
 
 
 def test_service_skips_stay_skips_on_a_developer_machine(tmp_path: Path) -> None:
     r = _pytest(tmp_path)
     assert r.returncode == 0, r.stdout
-    assert "4 skipped" in r.stdout, r.stdout
+    assert "5 skipped" in r.stdout, r.stdout
 
 
 def test_ci_script_fails_on_a_missing_service_under_ci() -> None:
