@@ -14,8 +14,8 @@ from qdevolve import registry
 # Tests of a service CI starts (.ci/run): marked with one of these, or skipped for one of these
 # reasons. With QDEVOLVE_REQUIRE_SERVICES=1 (exported by .ci/run when CI=true) such a skip is a
 # failure, so CI cannot pass with service tests silently skipped.
-SERVICE_MARKERS = frozenset({"docker", "postgres", "ray"})
-SERVICE_SKIP = re.compile(r"docker|postgres|QDEVOLVE_TEST_PG_URL|\bray\b|QDEVOLVE_TEST_RAY_ADDRESS|chromium|shinka",
+SERVICE_MARKERS = frozenset({"docker", "postgres", "ray", "llm_server"})
+SERVICE_SKIP = re.compile(r"docker|postgres|QDEVOLVE_TEST_PG_URL|\bray\b|QDEVOLVE_TEST_RAY_ADDRESS|chromium|shinka|QDEVOLVE_TEST_LLM_URL",
                           re.IGNORECASE)
 # Skips that mean this machine runs a weaker sandbox than CI must test (no bubblewrap, not root,
 # no user namespaces, no writable memory cgroup): under CI=true (or QDEVOLVE_REQUIRE_SERVICES=1)

@@ -29,6 +29,11 @@ def test_browser():
     pytest.skip("chromium is not installed")
 
 
+@pytest.mark.llm_server
+def test_model_server_missing():
+    pytest.skip("QDEVOLVE_TEST_LLM_URL is not set")
+
+
 def test_unrelated_skip():
     pytest.skip("needs gcc")
 
@@ -55,7 +60,7 @@ def _pytest(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("QDEVOLVE_TEST_PG_URL", "QDEVOLVE_REQUIRE_SERVICES", "CI")}
     full.update(env, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-                           "-o", "markers=postgres\nray", str(tmp_path)],
+                           "-o", "markers=postgres\nray\nllm_server", str(tmp_path)],
                           cwd=tmp_path, capture_output=True, text=True, env=full, timeout=120)
 
 
@@ -64,7 +69,8 @@ def test_service_skips_fail_when_services_are_required(tmp_path: Path) -> None:
     assert r.returncode != 0, r.stdout
     out = r.stdout
     assert "1 skipped" in out, out  # the unrelated skip stays a skip
-    for name in ("test_marked_service_missing", "test_marked_and_skipped_inside", "test_browser", *SANDBOX_SKIPS):
+    for name in ("test_marked_service_missing", "test_marked_and_skipped_inside", "test_browser",
+                 "test_model_server_missing", *SANDBOX_SKIPS):
         assert any(name in ln and ("FAILED" in ln or "ERROR" in ln) for ln in out.splitlines()), (name, out)
 
 
@@ -83,7 +89,7 @@ def test_sandbox_skips_fail_under_ci_true(tmp_path: Path) -> None:
 def test_service_skips_stay_skips_on_a_developer_machine(tmp_path: Path) -> None:
     r = _pytest(tmp_path)
     assert r.returncode == 0, r.stdout
-    assert "7 skipped" in r.stdout, r.stdout
+    assert "8 skipped" in r.stdout, r.stdout
 
 
 def test_ci_script_fails_on_a_missing_service_under_ci() -> None:

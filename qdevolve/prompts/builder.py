@@ -9,7 +9,8 @@ message* rendered from a template for the edit format (``diff``, ``rewrite``,
 secret-looking strings redacted, each truncated to ``max_artifact_chars``, all together to
 ``max_artifact_bytes`` characters when set),
 ``{evolution_history}`` (inspirations: other archive programs with their scores),
-``{second_program}`` / ``{second_metrics}`` (crossover). Unknown placeholders render empty,
+``{second_program}`` / ``{second_metrics}`` (crossover), ``{block}`` / ``{block_label}`` (the
+``block`` format: the one EVOLVE-BLOCK body to rewrite, from ``extra``). Unknown placeholders render empty,
 so OpenEvolve template directories (``diff_user.txt``, ``full_rewrite_user.txt``,
 ``system_message.txt``) can be reused.
 
@@ -36,8 +37,9 @@ from qdevolve.types import EvalResult, Program
 
 __all__ = ["build_prompt", "prompt_hash", "load_template", "render_artifacts", "truncate_middle", "TEMPLATE_NAMES"]
 
-EditFormat = Literal["diff", "rewrite", "crossover"]
-TEMPLATE_NAMES: dict[str, str] = {"diff": "diff_user", "rewrite": "full_rewrite_user", "crossover": "crossover_user"}
+EditFormat = Literal["diff", "rewrite", "crossover", "block"]
+TEMPLATE_NAMES: dict[str, str] = {"diff": "diff_user", "rewrite": "full_rewrite_user", "crossover": "crossover_user",
+                                  "block": "block_user"}
 _DEFAULTS = Path(__file__).parent / "templates"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _SECRETS = [
@@ -177,6 +179,7 @@ def build_prompt(
     edit_format: EditFormat = "diff",
     settings: dict[str, Any] | None = None,
     other_parents: list[tuple[Program, EvalResult | None]] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> list[dict[str, str]]:
     """Chat messages asking for a child of ``parent`` in ``edit_format``.
 
@@ -187,6 +190,7 @@ def build_prompt(
         edit_format: ``diff``, ``rewrite`` or ``crossover``.
         settings: Prompt settings (see the module docstring).
         other_parents: For crossover, ``[(second_parent, its_result)]``.
+        extra: More placeholder values (the ``block`` format's ``block`` and ``block_label``).
 
     Raises:
         ConfigError: unknown ``edit_format``, a missing template, or a template whose
@@ -209,6 +213,7 @@ def build_prompt(
         second_program="",
         second_metrics="",
     )
+    values.update(extra or {})
     if edit_format == "crossover":
         if not other_parents:
             raise ConfigError("a crossover prompt needs a second parent in other_parents")

@@ -213,7 +213,7 @@ class Breeder:
         comp = cand.completion
         if comp is not None:
             meta["usage"] = {"prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens,
-                             "model": comp.model}
+                             "model": comp.model, "latency_s": round(float(comp.latency_s or 0.0), 4)}
             if comp.es_member is not None:
                 meta["usage"]["es_member"] = comp.es_member
         if cand.code is None:

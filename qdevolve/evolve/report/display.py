@@ -139,6 +139,8 @@ def print_summary(summary: Any, console: Console | None = None) -> None:
     spent_by = spender_line(summary.stats.get("usage"))
     if spent_by:  # the budget line: who spent the run's tokens (engine, agents, judge)
         t.add_row("tokens spent by", Text(terminal_safe_line(spent_by)))
+    for what, value in getattr(summary, "model_rows", ()):  # parse rate, tokens/s
+        t.add_row(what, value)
     solved = summary.stats.get("targets_solved_per_version")
     if solved:  # train.solved_by: a problem suite's targets solved per policy version
         t.add_row("targets solved per policy version", " ".join(f"v{v}:{n}" for v, n in solved))

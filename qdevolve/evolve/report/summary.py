@@ -78,6 +78,7 @@ class RunSummary:
     training: TrainingSummary | None = None
     record: str | None = None  # "best X, record Y (source), gap Z" when config.yaml names a record
     extra_rows: list[tuple[str, str]] = field(default_factory=list)  # the executor's own rows (agents)
+    model_rows: list[tuple[str, str]] = field(default_factory=list)  # parse rate, tokens/s (model runs)
 
     @property
     def gain(self) -> float | None:
@@ -103,11 +104,15 @@ def summarize(evo: Any, elapsed: float) -> RunSummary:
         training = training_summary(evo.store.policy_versions(evo.run_id))
     rows_of = getattr(getattr(evo, "executor", None), "summary_rows", None)  # optional in the executor protocol
     extra = list(rows_of(evo.store, evo.run_id)) if callable(rows_of) else []
+    from qdevolve.evolve.report.summary_rows import model_rows
+
+    replies = model_rows(((p, r) for _, p, r in evo.store.iter_programs(evo.run_id)), elapsed) \
+        if getattr(evo.config, "backend", None) else []
     return RunSummary(run_id=evo.run_id, db=evo.store.target, evaluations=evo.store.count_evaluations(evo.run_id),
                       budget=led.budget, seed_score=led.seed_score, best_score=led.best_score,
                       best_program_id=led.best_id, by_status=dict(led.by_status), elapsed_s=elapsed, stats=stats,
                       stop_reason=led.stop_reason or "budget", training=training, record=_record(evo, led),
-                      extra_rows=extra)
+                      extra_rows=extra, model_rows=replies)
 
 
 def _record(evo: Any, led: Any) -> str | None:

