@@ -26,19 +26,23 @@ def models(ctx: click.Context, cache_dir: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from qdevolve.backends.models import KNOWN_MODELS, is_prepared, model_dir
+    from qdevolve.backends.models import KNOWN_MODELS, is_prepared, model_cache
 
-    table = Table(title="known models (--model NAME; --model DIR takes any local Hugging Face directory)")
+    table = Table(title="known models (--model NAME; --model DIR takes any local Hugging Face directory)",
+                  caption=f"prepared models live in {model_cache(cache_dir)}")
     for col in ("name", "package", "installed", "licence", "parameters", "prepared"):
-        table.add_column(col, justify="right" if col == "parameters" else "left")
+        table.add_column(col, justify="right" if col == "parameters" else "left", no_wrap=True)
     for m in KNOWN_MODELS.values():
         try:
             installed = metadata.version(m.package)
         except metadata.PackageNotFoundError:
             installed = "no"
-        prepared = str(model_dir(m.name, cache_dir)) if is_prepared(m.name, cache_dir) else "no"
+        prepared = "yes" if is_prepared(m.name, cache_dir) else "no"
         table.add_row(m.name, f"{m.package}=={m.version}", installed, m.licence, f"{m.parameters / 1e6:.1f} M", prepared)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: whole names, no ellipses
+        console.width = max(console.width, 120)
+    console.print(table)
 
 
 @models.command("prepare")
