@@ -155,9 +155,12 @@ class PolicyTrainer:
         if self.config.use_lora:
             from peft import LoraConfig, get_peft_model
 
+            from qdevolve.rl.lora import lora_targets
+
+            targets, transposed = lora_targets(model, self.config.lora_target_modules)
             model = get_peft_model(model, LoraConfig(
                 r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
-                target_modules=list(self.config.lora_target_modules), fan_in_fan_out=True, task_type="CAUSAL_LM"))
+                target_modules=targets, fan_in_fan_out=transposed, task_type="CAUSAL_LM"))
         self.model = model
         # None in the config: the objective decides; a value the user set always wins.
         self.loss_type: str = self.config.loss_type or self.hints.loss_type or "grpo"

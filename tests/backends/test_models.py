@@ -11,7 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from qdevolve.backends import models
-from qdevolve.backends.models import KNOWN_MODELS, KnownModel, model_cache, prepare_model, resolve_model
+from qdevolve.backends.models import (
+    KNOWN_MODELS,
+    KnownModel,
+    model_cache,
+    prepare_model,
+    resolve_model,
+)
 from qdevolve.cli import cli
 from qdevolve.errors import ConfigError
 
