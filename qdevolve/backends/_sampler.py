@@ -63,7 +63,8 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tenso
 
 def _cache_kw(model: Any) -> str:
     """The forward argument that carries the KV cache (``cache`` in transformers 5)."""
-    params = inspect.signature(model.forward).parameters
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper forwards kwargs
+    params = inspect.signature(base.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
 

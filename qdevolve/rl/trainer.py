@@ -278,11 +278,11 @@ class PolicyTrainer:
         prompts, comps = batch.micro(k)
         logp, mask, ent = completion_logprobs(self.model, prompts, comps, pad_id=self.tokenizer.pad_token_id,
                                               temperature=c.temperature, with_entropy=True)
-        T = logp.shape[1]
-        old = logp.detach() if batch.old_logprobs is None else batch.old_logprobs[k][:, :T]
-        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[k][:, :T]
+        T, dev = logp.shape[1], logp.device  # the model's device (the backend's, when they share it)
+        old = logp.detach() if batch.old_logprobs is None else batch.old_logprobs[k][:, :T].to(dev)
+        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[k][:, :T].to(dev)
         loss, stats = surrogate_loss(
-            logp, old, batch.b_advantages[batch.micro_batches[k]], mask, epsilon=c.epsilon,
+            logp, old, batch.b_advantages[batch.micro_batches[k]].to(dev), mask, epsilon=c.epsilon,
             epsilon_high=c.eps_high, loss_type=self.loss_type, beta=c.beta, ref_logp=ref,
             max_completion_length=c.max_completion_length, normalizer=batch.n_tokens,
             per_token_hook=self._hook(), kl_ratio_correction=c.use_bias_correction_kl)
