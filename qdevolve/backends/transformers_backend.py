@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +79,17 @@ class TransformersBackend:
     """In-process sampling from a causal LM.
 
     Args:
-        model: A model directory / hub id, or a loaded ``PreTrainedModel``.
+        model: A known model's name (``qdevolve models``; prepared on first use), a local
+            Hugging Face directory, or a loaded ``PreTrainedModel``. Never a hub download.
         tokenizer: A tokenizer (default: loaded from ``model`` when it is a path).
         device: ``cpu``, ``cuda``, ``cuda:1``...
         dtype: Torch dtype name (``float32``, ``bfloat16``...) for models loaded from a path.
         max_new_tokens: Cap on generated tokens (requests may ask for fewer).
         batch_size: Sequences generated together.
         name: Model name stored on completions.
+        threads: Torch intra-op threads for this process (``None``: torch's default). On a
+            machine whose cores other processes also use, 1 thread can be several times
+            faster than 2 (OpenMP workers spin waiting for each other; see BENCHMARKS.md).
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class TransformersBackend:
         max_new_tokens: int = 1024,
         batch_size: int = 8,
         name: str | None = None,
+        threads: int | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -108,10 +112,18 @@ class TransformersBackend:
             raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size}, {max_new_tokens}")
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        if threads is not None:
+            if int(threads) < 1:
+                raise ValueError(f"threads must be >= 1, got {threads}")
+            torch.set_num_threads(int(threads))
         if isinstance(model, (str, Path)):
+            from qdevolve.backends.models import offline_hub, resolve_model
+
             self.name = name or str(model)
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model))
-            model = AutoModelForCausalLM.from_pretrained(str(model), dtype=self.dtype)
+            path = str(resolve_model(model))
+            with offline_hub():
+                tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
         else:
             self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
         if tokenizer is None:
@@ -186,61 +198,45 @@ class TransformersBackend:
         return out
 
     def _sample(self, texts: list[str], key: tuple, seed: int | None) -> list[Completion]:
+        """Sample one continuation per text; equal texts (a group's rows) share one prefill."""
         import torch
+
+        from qdevolve.backends._sampler import sample_rows
 
         temperature, top_p, max_new, _, stops = key
         t0 = time.monotonic()
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        input_ids = enc["input_ids"].to(self.device)
-        mask = enc["attention_mask"].to(self.device)
+        distinct: dict[str, int] = {}
+        rows = [distinct.setdefault(t, len(distinct)) for t in texts]
+        prompts = [self._prompt_ids(t) for t in distinct]
         eos = self.tokenizer.eos_token_id
-        sample = temperature > 0
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": max_new,
-            "do_sample": sample,
-            "top_k": 0,
-            "output_scores": True,
-            "return_dict_in_generate": True,
-            "pad_token_id": self.tokenizer.pad_token_id,
-            "eos_token_id": eos,
-        }
-        if sample:
-            kwargs.update(temperature=temperature, top_p=top_p)
-        rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []) if seed is not None else nullcontext()
+        generator = None
+        if seed is not None and temperature > 0:
+            generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        decode = lambda x: self.tokenizer.decode(x, skip_special_tokens=True)  # noqa: E731
         was_training = self.model.training
         self.model.eval()
         try:
-            with rng, torch.no_grad():
-                if seed is not None:
-                    torch.manual_seed(seed)
-                gen = self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs)
+            with torch.no_grad():
+                sampled = sample_rows(self.model, prompts, rows, temperature=temperature, top_p=top_p,
+                                      max_new=max_new, eos=eos, pad=self.tokenizer.pad_token_id, stops=list(stops),
+                                      decode=decode, generator=generator)
         finally:
             if was_training:
                 self.model.train()
-        prompt_len = input_ids.shape[1]
-        new = gen.sequences[:, prompt_len:]
-        steps = torch.stack([s.float() for s in gen.scores], dim=1)  # (B, T, V), processed logits
-        logp = torch.log_softmax(steps, dim=-1)
-        chosen = torch.gather(logp, 2, new[:, : steps.shape[1]].unsqueeze(-1)).squeeze(-1)
         latency = time.monotonic() - t0
         comps = []
-        for b in range(new.shape[0]):
-            ids = new[b].tolist()
-            finish = "length"
-            if eos is not None and eos in ids:
-                ids = ids[: ids.index(eos) + 1]
-                finish = "stop"
-            if stops:
-                k, hit = _cut_at_stop(ids, lambda x: self.tokenizer.decode(x, skip_special_tokens=True), list(stops))
-                if hit:
-                    ids, finish = ids[:k], "stop"
-            prompt_ids = input_ids[b][mask[b].bool()].tolist()
+        for row, s in zip(rows, sampled, strict=True):
+            ids, logprobs, finish = s.ids, s.logprobs, s.finish
+            if stops and finish == "stop" and not (eos is not None and ids and ids[-1] == eos):
+                k, _ = _cut_at_stop(ids, decode, list(stops))
+                ids, logprobs = ids[:k], logprobs[:k]
+            prompt_ids = prompts[row]
             comps.append(
                 Completion(
-                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                    text=decode(ids),
                     token_ids=ids,
-                    logprobs=[float(x) for x in chosen[b, : len(ids)].tolist()],
-                    prompt_token_ids=prompt_ids,
+                    logprobs=logprobs,
+                    prompt_token_ids=list(prompt_ids),
                     finish_reason=finish,
                     prompt_tokens=len(prompt_ids),
                     completion_tokens=len(ids),
@@ -250,3 +246,10 @@ class TransformersBackend:
                 )
             )
         return comps
+
+    def _prompt_ids(self, text: str) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids:  # an empty prompt: start from BOS (else EOS), as generate() would
+            start = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id
+            ids = [start]
+        return list(ids)

@@ -168,14 +168,14 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @trust_options
 @click.option("--ray-address", default=None,
               help="HOST:PORT of a Ray cluster's head (or 'auto', or ray://HOST:10001) for --executor ray.")
-@click.option("--model", default=None, help="Model name (for --backend).")
+@click.option("--model", default=None, help="Model name (for --backend; with --backend transformers: a known model such as smollm2-135m-instruct, or a local HF directory).")
 @click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Config file (default: EXAMPLE_DIR/config.yaml).")
 @click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
               help="Load plugins from a local .py file (repeatable); its hash is recorded in the run.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--policy", default=None, help="Policy to train while evolving: tiny, a HF model dir, or vllm:PATH.")
+@click.option("--policy", default=None, help="Policy to train while evolving: tiny, a known model (qdevolve models), a HF model dir, or vllm:PATH.")
 @click.option("--train-objective", default=None, help="Objective that trains the policy (grpo, ips, rare, vpo, ...).")
 @click.option("--train-every", type=int, default=None, help="Trainer step every N evaluations.")
 @click.option("--objective-arg", "objective_args", multiple=True, help="KEY=VALUE for the objective (repeatable).")

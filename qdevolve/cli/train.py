@@ -40,13 +40,16 @@ def _load_model(task_name: str, model_dir: str | None, cache_dir: str | None, sf
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from qdevolve.backends.models import offline_hub, resolve_model
     from qdevolve.rl.tiny import tiny_policy_dir
 
     if model_dir is None:
         extra = {} if sft_steps is None else {"sft_steps": sft_steps}
         model_dir = str(tiny_policy_dir(task_name, cache_dir, seed=seed, **extra))
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model_dir = str(resolve_model(model_dir))
+    with offline_hub():
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
     return model, tokenizer, model_dir
 
 
@@ -60,8 +63,9 @@ def _load_model(task_name: str, model_dir: str | None, cache_dir: str | None, sf
 @click.option("--steps", type=int, required=True, help="Policy updates.")
 @db_option(help="Lineage database, created if missing: a .sqlite path or a SQLAlchemy URL (default: $QDEVOLVE_DB).")
 @click.option("--run-id", default=None, help="Run id (default: a new run).")
-@click.option("--model", "model_dir", default=None, type=click.Path(file_okay=False),
-              help="Hugging Face model directory (default: the task's tiny base policy).")
+@click.option("--model", "model_dir", default=None, metavar="NAME|DIR",
+              help="A known model (qdevolve models, e.g. smollm2-135m-instruct) or a local Hugging Face "
+                   "directory (default: the task's tiny base policy).")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False), help="Tiny-policy cache directory.")
 @click.option("--sft-steps", type=int, default=None, help="SFT steps when building the tiny base policy.")
 @click.option("--prompts-per-step", type=int, default=8, show_default=True, help="Prompts per update.")
@@ -133,7 +137,10 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
 
 @click.command("eval-policy")
 @click.option("--task", "task_name", required=True, help="Task the policy was trained on.")
-@db_option()
+@db_option(required=False, help="Lineage database holding the run's policy versions (not needed with --model).")
+@click.option("--model", "model_spec", default=None, metavar="NAME|DIR",
+              help="Evaluate this model instead of a stored version: a known model (qdevolve models) or a "
+                   "local Hugging Face directory.")
 @click.option("--run-id", default=None, help="Run id (default: the latest run).")
 @click.option("--policy-version", "version", type=int, default=None, help="Version (default: the latest).")
 @click.option("--task-arg", multiple=True, metavar="KEY=VALUE", help="Task setting (repeatable).")
@@ -141,12 +148,11 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
 @click.option("--n", type=int, default=256, show_default=True, help="Samples per prompt.")
 @click.option("--split", default="train", type=click.Choice(["train", "test"]), show_default=True, help="Prompt split.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
-def eval_policy(task_name: str, db: str, run_id: str | None, version: int | None, task_arg: tuple[str, ...],
-                ks: str, n: int, split: str, seed: int) -> None:
-    """Evaluate a stored policy version: pass@k, D_n, entropy, support vs version 0."""
+def eval_policy(task_name: str, db: str | None, model_spec: str | None, run_id: str | None, version: int | None,
+                task_arg: tuple[str, ...], ks: str, n: int, split: str, seed: int) -> None:
+    """Evaluate a stored policy version (or, with --model, any model): pass@k, D_n, entropy,
+    support vs version 0."""
     import torch
-    from rich.console import Console
-    from rich.table import Table
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from qdevolve.db.store import open_store
@@ -159,6 +165,17 @@ def eval_policy(task_name: str, db: str, run_id: str | None, version: int | None
         raise ConfigError(f"--k expects comma-separated integers, got {ks!r}") from exc
     if not k_values or min(k_values) < 1 or max(k_values) > n:
         raise ConfigError(f"--k values must lie in [1, --n={n}], got {ks!r}")
+    task = get_task(task_name, **parse_kv(task_arg, "--task-arg"))
+    prompts = task.prompts(split)
+    if model_spec is not None:
+        if db is not None or run_id is not None or version is not None:
+            raise ConfigError("--model evaluates a model, not a stored version: drop --db/--run-id/--policy-version")
+        model, tok, path = _load_model(task_name, model_spec, None, None, seed)
+        res = summarize(evaluate_policy(task, model, tok, prompts, n=n, seed=seed), ks=k_values)
+        _print_eval(f"{task_name}: {model_spec} ({path}), {len(prompts)} prompts, n={n}", res, None, "model")
+        return
+    if db is None:
+        raise ConfigError("eval-policy needs --db (a run's policy versions) or --model NAME|DIR")
     store = open_store(db)
     run_id = store.resolve_run(run_id)
     rows = {r["version"]: r for r in store.policy_versions(run_id)}
@@ -167,8 +184,6 @@ def eval_policy(task_name: str, db: str, run_id: str | None, version: int | None
     version = max(rows) if version is None else version
     if version not in rows:
         raise ConfigError(f"run {run_id} has no policy version {version}; versions: {', '.join(map(str, sorted(rows)))}")
-    task = get_task(task_name, **parse_kv(task_arg, "--task-arg"))
-    prompts = task.prompts(split)
 
     def run(v: int) -> Any:
         model = AutoModelForCausalLM.from_pretrained(rows[v]["path"], dtype=torch.float32)
@@ -179,10 +194,17 @@ def eval_policy(task_name: str, db: str, run_id: str | None, version: int | None
     base = run(0) if 0 in rows and version != 0 else None
     res = summarize(evals, base, ks=k_values)
     base_res = summarize(base, ks=k_values) if base is not None else None
-    table = Table(title=f"{task_name}: run {run_id[:8]} policy v{version} ({rows[version]['objective']}, "
-                        f"step {rows[version]['step']}), {len(prompts)} prompts, n={n}")
+    _print_eval(f"{task_name}: run {run_id[:8]} policy v{version} ({rows[version]['objective']}, "
+                f"step {rows[version]['step']}), {len(prompts)} prompts, n={n}", res, base_res, f"v{version}")
+
+
+def _print_eval(title: str, res: dict[str, float], base_res: dict[str, float] | None, column: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
     table.add_column("metric")
-    table.add_column(f"v{version}", justify="right")
+    table.add_column(column, justify="right")
     if base_res is not None:
         table.add_column("v0 (base)", justify="right")
     for key, value in res.items():

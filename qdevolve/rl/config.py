@@ -61,8 +61,10 @@ class TrainerConfig:
     lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
-    lora_target_modules: tuple[str, ...] = field(
-        default=("c_attn", "c_proj", "c_fc"), metadata={"help": "Module names LoRA adapts (GPT-2 names by default)."})
+    lora_target_modules: tuple[str, ...] | None = field(
+        default=None, metadata={"help": "Module names LoRA adapts (default: every Linear/Conv1D projection but the "
+                                        "output head, read from the model: q_proj..down_proj for Llama/Qwen, "
+                                        "c_attn, c_proj, c_fc for GPT-2)."})
     seed: int = field(default=0, metadata={"help": "Seed of the trainer's torch generator."})
 
     def __post_init__(self) -> None:
@@ -99,7 +101,7 @@ class TrainerConfig:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; {hint + ' ' if hint else ''}"
                               f"known: {', '.join(sorted(known))}")
         data = dict(data)
-        if "lora_target_modules" in data and not isinstance(data["lora_target_modules"], tuple):
+        if data.get("lora_target_modules") is not None and not isinstance(data["lora_target_modules"], tuple):
             data["lora_target_modules"] = tuple(data["lora_target_modules"])
         return cls(**data)
 

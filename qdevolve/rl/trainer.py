@@ -155,9 +155,12 @@ class PolicyTrainer:
         if self.config.use_lora:
             from peft import LoraConfig, get_peft_model
 
+            from qdevolve.rl.lora import lora_targets
+
+            targets, transposed = lora_targets(model, self.config.lora_target_modules)
             model = get_peft_model(model, LoraConfig(
                 r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
-                target_modules=list(self.config.lora_target_modules), fan_in_fan_out=True, task_type="CAUSAL_LM"))
+                target_modules=targets, fan_in_fan_out=transposed, task_type="CAUSAL_LM"))
         self.model = model
         # None in the config: the objective decides; a value the user set always wins.
         self.loss_type: str = self.config.loss_type or self.hints.loss_type or "grpo"
@@ -275,11 +278,11 @@ class PolicyTrainer:
         prompts, comps = batch.micro(k)
         logp, mask, ent = completion_logprobs(self.model, prompts, comps, pad_id=self.tokenizer.pad_token_id,
                                               temperature=c.temperature, with_entropy=True)
-        T = logp.shape[1]
-        old = logp.detach() if batch.old_logprobs is None else batch.old_logprobs[k][:, :T]
-        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[k][:, :T]
+        T, dev = logp.shape[1], logp.device  # the model's device (the backend's, when they share it)
+        old = logp.detach() if batch.old_logprobs is None else batch.old_logprobs[k][:, :T].to(dev)
+        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[k][:, :T].to(dev)
         loss, stats = surrogate_loss(
-            logp, old, batch.b_advantages[batch.micro_batches[k]], mask, epsilon=c.epsilon,
+            logp, old, batch.b_advantages[batch.micro_batches[k]].to(dev), mask, epsilon=c.epsilon,
             epsilon_high=c.eps_high, loss_type=self.loss_type, beta=c.beta, ref_logp=ref,
             max_completion_length=c.max_completion_length, normalizer=batch.n_tokens,
             per_token_hook=self._hook(), kl_ratio_correction=c.use_bias_correction_kl)

@@ -129,3 +129,23 @@ def test_created_through_the_registry(saved):
     with registry.snapshot():
         b = registry.backend.create({"type": "transformers", "model": str(saved), "max_new_tokens": 4})
     assert isinstance(b, TransformersBackend) and "tiny-gpt2" in repr(b)
+
+
+@pytest.mark.slow
+def test_smollm2_groups_share_a_prefill_and_keep_exact_logprobs(smollm2_dir):
+    """Two prompts of different lengths (so one is left-padded), two rows each from one
+    prefill: every row's log-probs equal an unpadded, uncached forward pass, and the rows of
+    one prompt differ (they are sampled independently after the shared prefix)."""
+    backend = TransformersBackend("smollm2-135m-instruct", max_new_tokens=8, batch_size=4)
+    assert backend.name == "smollm2-135m-instruct"
+    reqs = [GenerationRequest(messages=[{"role": "user", "content": "Write a haiku."}], n=2, temperature=1.0, seed=3),
+            GenerationRequest(messages=[{"role": "user", "content": "Write a Python function that sorts a list "
+                                                                    "of tuples by their second item."}],
+                              n=2, temperature=1.0, top_p=0.9, seed=3)]
+    out = backend.generate_sync(reqs)
+    assert len(out[0][0].prompt_token_ids) < len(out[1][0].prompt_token_ids)
+    for comps, top_p in zip(out, (1.0, 0.9), strict=True):
+        for c in comps:
+            ref = recompute(backend.model, c.prompt_token_ids, c.token_ids, 1.0, top_p)
+            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=2e-3), (c.logprobs, ref.tolist())
+    assert len({tuple(c.token_ids) for comps in out for c in comps}) == 4

@@ -42,6 +42,12 @@ def test_train_then_eval_policy(tmp_path: Path) -> None:
               *TINY, cwd=tmp_path)
     assert es.returncode == 0, es.stderr
     assert len(store.list_runs()) == 2
+    from qdevolve.rl.tiny import tiny_policy_dir
+
+    tiny = tiny_policy_dir("multi_answer", cache, seed=0, sft_steps=10)  # the base the runs above built
+    m = _run("eval-policy", "--task", "multi_answer", "--model", str(tiny), "--k", "1,4", "--n", "4", cwd=tmp_path)
+    assert m.returncode == 0, m.stderr
+    assert "pass@4" in m.stdout and str(tiny.name) in m.stdout
 
 
 @pytest.mark.slow
@@ -54,3 +60,8 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2 and "unknown key(s) nope" in r.stderr
     r = _run("eval-policy", "--task", "multi_answer", "--db", str(tmp_path / "missing.sqlite"), cwd=tmp_path)
     assert r.returncode == 2
+    r = _run("train", "--task", "multi_answer", "--objective", "grpo", "--steps", "1", "--db", str(db),
+             "--model", "org/some-hub-model", cwd=tmp_path)
+    assert r.returncode == 2 and "never downloads from a model hub" in r.stderr and "smollm2-135m-instruct" in r.stderr
+    r = _run("eval-policy", "--task", "multi_answer", cwd=tmp_path)
+    assert r.returncode == 2 and "needs --db" in r.stderr and "--model NAME|DIR" in r.stderr

@@ -225,15 +225,18 @@ class JoinedListener:
             from qdevolve.rl.tiny import load_tiny_policy
 
             return load_tiny_policy(self.settings.task)
-        path = spec.split(":", 1)[1] if spec.startswith("vllm:") else spec
+        from qdevolve.backends.models import offline_hub, resolve_model
+
+        path = str(resolve_model(spec.split(":", 1)[1] if spec.startswith("vllm:") else spec))
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise ConfigError(f"--policy {spec}: needs the 'rl' extra (pip install 'qdevolve[rl]'): {exc}") from None
         try:
-            tok = AutoTokenizer.from_pretrained(path)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            with offline_hub():
+                tok = AutoTokenizer.from_pretrained(path)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         except OSError as exc:
             raise ConfigError(f"--policy {spec}: not a Hugging Face model directory ({exc})") from None
         if tok.pad_token_id is None:
