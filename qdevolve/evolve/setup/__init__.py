@@ -18,6 +18,7 @@ from qdevolve.evolve.setup.budget import (
 from qdevolve.evolve.setup.config import RunConfig, cli_fields, load_config, parse_config
 from qdevolve.evolve.setup.example import Example, load_example, read_program
 from qdevolve.evolve.setup.plugin_files import current_plugin_files, reload_plugin_files
+from qdevolve.evolve.setup.policy_spec import BUILTIN_POLICIES, policy_path, policy_warnings
 from qdevolve.evolve.setup.seed_failure import SeedFailed, seed_failure
 from qdevolve.evolve.setup.trust import Trust, check_stored_trust
 from qdevolve.evolve.setup.validate import (
@@ -36,5 +37,6 @@ __all__ = [
     "parse_record", "record_line",
     "current_plugin_files", "reload_plugin_files",
     "SeedFailed", "seed_failure",
+    "BUILTIN_POLICIES", "policy_path", "policy_warnings",
     "check_iterations", "check_plugin_file", "check_start", "read_config_yaml", "sandbox_env",
 ]

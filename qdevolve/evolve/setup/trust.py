@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from qdevolve.errors import ConfigError
+from qdevolve.evolve.setup.policy_spec import BUILTIN_POLICIES
 
 __all__ = ["Trust", "host_keys", "check_example_trust", "check_stored_trust", "check_uids",
            "api_key_env_warning", "is_inside", "SAFE_SANDBOX_KEYS", "DEFAULT_API_BASE", "DEFAULT_KEY_ENV"]
@@ -83,13 +84,14 @@ def is_inside(path: str | Path, directory: str | Path) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _path_outside(value: Any, directory: Path | None, *, writes: bool = False) -> bool:
+def _path_outside(value: Any, directory: Path | None, *, writes: bool = False, names: frozenset[str] = frozenset()) -> bool:
     """Whether a path-valued setting names a location outside the example directory.
 
-    A bare name that is no existing path (a model hub id such as ``gpt2``, ``tiny``) names no
-    file; an absolute path, ``~``, a ``..`` component or an existing relative path does.
+    A bare name that is no existing path (a model hub id such as ``gpt2``) names no file, nor
+    does one of ``names`` (the built-in policies, e.g. ``tiny``, whatever folders exist); an
+    absolute path, ``~``, a ``..`` component or an existing relative path does.
     """
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or value in names:
         return False
     text = value.split(":", 1)[1] if value.startswith("vllm:") else value
     p = Path(text).expanduser()
@@ -114,7 +116,8 @@ def _backend_keys(prefix: str, spec: dict[str, Any], directory: Path | None) -> 
             yield from _backend_keys(f"{prefix}.models[{i}]", {k: v for k, v in m.items() if k != "models"},
                                      directory)
     for k in ("model", "policy", "tokenizer", "model_path"):
-        if spec.get("type") != "openai" and _path_outside(spec.get(k), directory):
+        if spec.get("type") != "openai" and _path_outside(spec.get(k), directory,
+                                                          names=BUILTIN_POLICIES if k == "policy" else frozenset()):
             yield f"{prefix}.{k}", spec[k], "loads model files from outside the example directory"
     for k in HOST_EXECUTOR_KEYS:
         if spec.get(k) is not None:
@@ -158,7 +161,7 @@ def host_keys(config: Any, directory: Path | None) -> list[tuple[str, Any, str]]
     if _path_outside(novelty.get("model_path"), directory):
         out.append(("novelty.model_path", novelty["model_path"], "loads a model from outside the example directory"))
     train = d.get("train") or {}
-    if _path_outside(train.get("policy"), directory):
+    if _path_outside(train.get("policy"), directory, names=BUILTIN_POLICIES):
         out.append(("train.policy", train["policy"], "loads a policy from outside the example directory"))
     if train.get("checkpoint_dir") is not None and _path_outside(train["checkpoint_dir"], directory, writes=True):
         out.append(("train.checkpoint_dir", train["checkpoint_dir"], "writes policy weights outside the example directory"))
