@@ -109,6 +109,7 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
     torch.manual_seed(seed)
     task = get_task(task_name, **parse_kv(task_arg, "--task-arg"))
     objective = registry.objective.create({"type": objective_name, **parse_kv(objective_arg, "--objective-arg")})
+    objective.name = objective_name  # versions record the registered name, not the class's
     tcfg = {"max_completion_length": task.max_new_tokens, "seed": seed, **parse_kv(trainer_arg, "--trainer-arg")}
     config = TrainerConfig.from_dict(tcfg, where="--trainer-arg")
     if model_dir is None:  # the tiny base: cached, or built with its own progress bar
