@@ -1,9 +1,9 @@
 """Progress of one long phase outside the evolution loop (base pre-training, model loading, training).
 
 On a terminal a phase is a rich progress bar, drawn as soon as the phase starts; anywhere
-else (a log file, a pipe, CI) it is one line: the label when the phase starts, completed by
-``done in N s`` (or ``failed after N s``) when it ends, so a log shows what the process is
-doing while it does it, without a redraw per step.
+else (a log file, a pipe, CI) it is a line when it starts (``label ...``) and one when it
+ends (``label: done in N s`` or ``failed after N s``), never a redraw per step, so a log
+shows what the process is doing while it does it and lines printed meanwhile stay whole.
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ def phase(label: str, total: int | None = None, *, console: Any = None,
             yield lambda done: progress.update(task, completed=done)
         return
     out = stream if stream is not None else sys.stderr
-    out.write(f"{label} ... ")
+    out.write(f"{label} ...\n")
     out.flush()
     try:
         yield lambda done: None
     except BaseException:
-        out.write(f"failed after {time.perf_counter() - start:.1f} s\n")
+        out.write(f"{label}: failed after {time.perf_counter() - start:.1f} s\n")
         out.flush()
         raise
-    out.write(f"done in {time.perf_counter() - start:.1f} s\n")
+    out.write(f"{label}: done in {time.perf_counter() - start:.1f} s\n")
     out.flush()

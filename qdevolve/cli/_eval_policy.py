@@ -67,11 +67,13 @@ def evaluate_versions(db: str, run_ids: tuple[str, ...], sel: Selection, *, stor
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from qdevolve.backends.transformers_backend import quiet_transformers
     from qdevolve.db.store import open_store
     from qdevolve.progress import phase
     from qdevolve.rl.tasks import get_task
     from qdevolve.rl.tasks.runner import evaluate_policy, summarize
 
+    quiet_transformers()
     store = open_store(db)
     task = get_task(sel.task, **sel.task_args)
     prompts = task.prompts(sel.split)

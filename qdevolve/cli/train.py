@@ -104,7 +104,10 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
     from qdevolve.rl.tasks.runner import train_on_task
     from qdevolve.rl.trainer import PolicyTrainer
 
+    from qdevolve.backends.transformers_backend import quiet_transformers
+
     load_plugins(plugins)
+    quiet_transformers()  # no per-file "Loading weights" bars between the phases
     console = Console(stderr=True)
     torch.manual_seed(seed)
     task = get_task(task_name, **parse_kv(task_arg, "--task-arg"))

@@ -40,7 +40,7 @@ from qdevolve.rl.tasks import get_task
 __all__ = ["TINY_VERSION", "SPECIAL_TOKENS", "build_tokenizer", "build_model", "tiny_policy_dir",
            "load_tiny_policy", "sft_pretrain", "cache_root", "CACHE_ENV"]
 
-TINY_VERSION = 1
+TINY_VERSION = 2  # v2: one torch thread, data on a second thread; a task may set its own tiny_defaults
 SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")
 _DEFAULTS: dict[str, Any] = {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 96,
                              "sft_steps": 800, "batch_size": 64, "lr": 3e-3}
@@ -198,7 +198,10 @@ def _settings(task_name: str, seed: int, overrides: dict[str, Any]) -> dict[str,
     unknown = sorted(set(overrides) - set(_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown tiny-policy setting(s) {', '.join(unknown)}; known: {', '.join(_DEFAULTS)}")
-    return {"task": task_name, "seed": seed, "version": TINY_VERSION, **_DEFAULTS, **overrides}
+    from qdevolve.rl.tasks import TASKS
+
+    own = getattr(TASKS.get(task_name), "tiny_defaults", {})  # a task's own recipe (expr_edit: 500 steps)
+    return {"task": task_name, "seed": seed, "version": TINY_VERSION, **_DEFAULTS, **own, **overrides}
 
 
 CACHE_ENV = "QDEVOLVE_CACHE_DIR"

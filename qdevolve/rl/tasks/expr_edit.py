@@ -166,6 +166,9 @@ class ExprEditTask:
 
     name = "expr_edit"
     alphabet = "0123456789x+-*(),>:;#|"
+    # the joined example's base: 500 steps at lr 4e-3 match 800 at 3e-3 (valid children 0.97,
+    # copies <= 0.06, pass@64 0.50 vs 0.44 on the train prompts) in 60 % of the time
+    tiny_defaults = {"sft_steps": 500, "lr": 4e-3}
 
     def __init__(self, *, k: int = 6, greedy: float = 0.5, parent_random: float = 0.4, seed: int = 0) -> None:
         if k < 1:
