@@ -97,14 +97,13 @@ def train(task_name: str, objective_name: str, objective_arg: tuple[str, ...], t
     from rich.console import Console
 
     from qdevolve import registry
+    from qdevolve.backends.transformers_backend import quiet_transformers
     from qdevolve.db.store import LineageStore
     from qdevolve.progress import phase
     from qdevolve.rl.config import TrainerConfig
     from qdevolve.rl.tasks import get_task
     from qdevolve.rl.tasks.runner import train_on_task
     from qdevolve.rl.trainer import PolicyTrainer
-
-    from qdevolve.backends.transformers_backend import quiet_transformers
 
     load_plugins(plugins)
     quiet_transformers()  # no per-file "Loading weights" bars between the phases
