@@ -30,6 +30,9 @@ def phase(label: str, total: int | None = None, *, console: Any = None,
     """
     from rich.console import Console
 
+    from qdevolve.textsafe import terminal_safe_line
+
+    label = terminal_safe_line(label)  # it may carry a path from a config: no control characters
     console = console if console is not None else Console(stderr=True)
     start = time.perf_counter()
     if console.is_terminal:
@@ -42,13 +45,11 @@ def phase(label: str, total: int | None = None, *, console: Any = None,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
-        from rich.text import Text
-
         columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn()] if total else \
             [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
         with Progress(*columns, console=console, transient=False, refresh_per_second=5) as progress:
-            task = progress.add_task(Text(label).plain, total=total)
+            task = progress.add_task(label.replace("[", "\\["), total=total)  # text, never rich markup
             yield lambda done: progress.update(task, completed=done)
         return
     out = stream if stream is not None else sys.stderr

@@ -241,9 +241,12 @@ class JoinedListener:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise ConfigError(f"--policy {spec}: needs the 'rl' extra (pip install 'qdevolve[rl]'): {exc}") from None
+        from qdevolve.progress import phase
+
         try:
-            tok = AutoTokenizer.from_pretrained(path)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            with phase(f"loading the policy model {path}"):
+                tok = AutoTokenizer.from_pretrained(path)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         except OSError as exc:
             raise ConfigError(f"--policy {spec}: not a Hugging Face model directory ({exc})") from None
         if tok.pad_token_id is None:
