@@ -94,7 +94,8 @@ def evaluate_versions(db: str, run_ids: tuple[str, ...], sel: Selection, *, stor
     report: dict[str, Any] = {"task": sel.task, "task_args": sel.task_args, "split": sel.split, "n": sel.n,
                               "seed": sel.seed, "ks": sel.ks, "prompts": len(prompts), "key": sel.key,
                               "versions": []}
-    todo = sum(len(chosen) + (0 in rows and 0 not in chosen) for _, rows, chosen, _ in plan)
+    base_ids = {identity for _, rows, _, identity in plan if 0 in rows}  # each base scored once
+    todo = len(base_ids) + sum(sum(v != 0 for v in chosen) for _, _, chosen, _ in plan)
     done = 0
     with phase(f"scoring {todo} policy version(s) on {len(prompts)} {sel.task} prompts, n={sel.n}",
                total=todo) as advance:
