@@ -23,6 +23,7 @@ import click
 
 from qdevolve.archive.replay import Replay
 from qdevolve.cli._db import db_option, shown
+from qdevolve.cli.plugins import load_plugins, plugin_option
 from qdevolve.db.store import LineageStore, open_store
 from qdevolve.errors import ConfigError
 from qdevolve.evolve.core import (
@@ -34,6 +35,8 @@ from qdevolve.types import EvalResult, Program
 __all__ = ["archive", "rebuild", "replay_rows"]
 
 RUN_HELP = "Run id or unique prefix (default: the latest run)."
+ARCHIVE_PLUGIN_HELP = ("A plugin .py file (repeatable) defining the run's archive or feature plugins, e.g. where "
+                       "the file the run recorded has moved.")
 
 
 def replay_rows(store: LineageStore, run_id: str) -> list[tuple[int, Program, EvalResult | None]]:
@@ -87,8 +90,10 @@ def archive() -> None:
 @db_option()
 @click.option("--run", "run_id", default=None, help=RUN_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def stats_cmd(db: str, run_id: str | None, as_json: bool) -> None:
+@plugin_option(ARCHIVE_PLUGIN_HELP)
+def stats_cmd(db: str, run_id: str | None, as_json: bool, plugins: tuple[Path, ...]) -> None:
     """QD-score, coverage, best score, size, per-island stats and evaluations by status."""
+    load_plugins(plugins)
     with open_store(db) as store:
         run, rep = rebuild(store, run_id, points=1)
         workers = by_worker(store, run["id"])
@@ -257,8 +262,10 @@ def archive_figure(run: dict[str, Any], rep: Replay) -> Any:
 @db_option()
 @click.option("--run", "run_id", default=None, help=RUN_HELP)
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output image (.png).")
-def plot_cmd(db: str, run_id: str | None, out: str) -> None:
+@plugin_option(ARCHIVE_PLUGIN_HELP)
+def plot_cmd(db: str, run_id: str | None, out: str, plugins: tuple[Path, ...]) -> None:
     """Heatmap of a 2-D grid (best score per cell, axes in feature units) plus best and QD-score per evaluation."""
+    load_plugins(plugins)
     import matplotlib.pyplot as plt
 
     with open_store(db) as store:

@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 
 from qdevolve.cli._db import check_new_run, db_option
+from qdevolve.cli.plugins import load_plugins, plugin_option
 from qdevolve.db._open import is_url
 from qdevolve.errors import ConfigError
 from qdevolve.evolve.setup import cli_fields
@@ -172,29 +173,33 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Config file (default: EXAMPLE_DIR/config.yaml).")
-@click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
-              help="Load plugins from a local .py file (repeatable); its hash is recorded in the run.")
+@plugin_option("Load plugins from a local .py file (repeatable); its hash is recorded in the run.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--policy", default=None, help="Policy to train while evolving: tiny, a known model (qdevolve models), a HF model dir, or vllm:PATH.")
 @click.option("--train-objective", default=None, help="Objective that trains the policy (grpo, ips, rare, vpo, ...).")
 @click.option("--train-every", type=int, default=None, help="Trainer step every N evaluations.")
 @click.option("--objective-arg", "objective_args", multiple=True, help="KEY=VALUE for the objective (repeatable).")
+@click.option("--no-train", is_flag=True,
+              help="Keep the example's policy operator but never train it (train.enabled: false): a control run.")
+@click.option("--base-seed", type=int, default=None,
+              help="Seed of the tiny base policy (train.base_seed, default 0), separate from --seed.")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Where tiny base policies are cached (default: $QDEVOLVE_CACHE_DIR, else ~/.cache/qdevolve/tiny).")
 def run(example_dir: Path, db: str | None, ray_address: str | None, model: str | None, api_base: str | None, config_path: Path | None,
         plugins: tuple[Path, ...], no_progress: bool, policy: str | None, train_objective: str | None,
-        train_every: int | None, objective_args: tuple[str, ...], **config_values: Any) -> None:
+        train_every: int | None, objective_args: tuple[str, ...], no_train: bool, base_seed: int | None,
+        cache_dir: str | None, **config_values: Any) -> None:
     """Evolve a program from EXAMPLE_DIR (initial_program.py, evaluator.py, config.yaml)."""
-    from qdevolve import registry
-
     _register_agents()
+    if cache_dir is not None:
+        _use_cache_dir(cache_dir)
     from qdevolve.db import LineageStore
     from qdevolve.evolve.core import Evolution, default_db_path
     from qdevolve.evolve.report import print_summary
     from qdevolve.evolve.setup import load_example
 
     console = Console(stderr=True)
-    from qdevolve.evolve.setup import check_plugin_file  # imported with a time bound
-
-    loaded = [registry.load_plugin_file(check_plugin_file(p)) for p in plugins]
+    loaded = load_plugins(plugins)
     trust = _trust(config_values)
     from qdevolve.evolve.setup.consent import settle_trust, trust_from_store
 
@@ -219,6 +224,12 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
 
         config = apply_policy_options(config, policy=policy, objective=train_objective,
                                       every=train_every, objective_args=objective_args)
+    if no_train or base_seed is not None:
+        if not config.train:
+            raise ConfigError(f"{'--no-train' if no_train else '--base-seed'}: {example_dir} trains no policy "
+                              "(no train section, no --policy)")
+        config = config.with_overrides(train={**config.train, **({"enabled": False} if no_train else {}),
+                                              **({"base_seed": base_seed} if base_seed is not None else {})})
     db_target = db or str(default_db_path(example.directory))
     from qdevolve.evolve.setup import check_start
 
@@ -245,6 +256,15 @@ def run(example_dir: Path, db: str | None, ray_address: str | None, model: str |
         raise
     print_summary(summary, Console())
     store.close()
+
+
+def _use_cache_dir(cache_dir: str) -> None:
+    """``--cache-dir``: this process (and the workers it starts) cache tiny base policies there."""
+    import os
+
+    from qdevolve.rl.tiny import CACHE_ENV
+
+    os.environ[CACHE_ENV] = str(Path(cache_dir).expanduser().resolve())
 
 
 def _store_limits(store: Any, run_id: str, flags: dict[str, str | None], wall: float | None) -> None:
@@ -349,9 +369,8 @@ def _check_resume_trust(store: Any, rid: str, db: str, trust: Any, *, ray_addres
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--ray-address", default=None,
               help="The Ray cluster's head when it moved (a run with --executor ray; default: the stored one).")
-@click.option("--plugin", "plugins", type=click.Path(path_type=Path), multiple=True,
-              help="A plugin .py file (repeatable): where a recorded plugin file is now, or a new one; "
-                   "its hash is recorded in the run.")
+@plugin_option("A plugin .py file (repeatable): where a recorded plugin file is now, or a new one; "
+               "its hash is recorded in the run.")
 @trust_options
 def resume(db: str, run_id: str | None, iterations: int | None, wall_time: str | None, example_dir: str | None,
            no_progress: bool, ray_address: str | None, plugins: tuple[Path, ...], **budget_values: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from qdevolve.cli.plugins import load_plugins, plugin_option
 from qdevolve.errors import ConfigError, EvaluationSetupError
 from qdevolve.textsafe import terminal_safe, terminal_safe_line
 
@@ -18,11 +19,18 @@ _BACKENDS = ("auto", "local", "bwrap", "docker")
 _FULL_ARTIFACTS = {"traceback": 65536, "candidate_traceback": 65536}
 
 
+BACKEND_HELP = "Sandbox backend: auto (bwrap where it works, else local), local, bwrap, docker, or a --plugin sandbox."
+
+
 def _make(backend: str, warm: bool, image: str | None):
     from qdevolve import registry
     from qdevolve.sandbox import resolve_sandbox
 
-    name = resolve_sandbox({"type": backend})["type"]
+    if backend not in _BACKENDS and backend not in registry.sandbox:
+        raise ConfigError(f"--backend {backend!r}: no such sandbox; known: "
+                          f"{', '.join(dict.fromkeys([*_BACKENDS, *registry.sandbox.names()]))} "
+                          "(a sandbox plugin file: --plugin FILE)")
+    name = resolve_sandbox({"type": backend})["type"] if backend in _BACKENDS else backend
     spec: dict = {"type": name}
     if name in ("docker", "local", "bwrap"):
         spec["warm"] = warm
@@ -40,8 +48,7 @@ def sandbox() -> None:
 @click.argument("program", type=click.Path(path_type=Path))
 @click.option("--evaluator", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="evaluator.py defining evaluate(program_path); default: run PROGRAM as __main__, score 1.0 on a clean exit.")
-@click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True,
-              help="Sandbox backend (auto: bwrap where it works, else local).")
+@click.option("--backend", default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--wall-s", type=float, default=None, help="Wall-clock limit in seconds (default 30).")
 @click.option("--cpu-s", type=float, default=None, help="CPU-time limit in seconds (default 30).")
 @click.option("--memory-mb", type=int, default=None, help="Memory limit in MiB (default 1024).")
@@ -50,10 +57,12 @@ def sandbox() -> None:
               help="docker: reuse a warm container; local, bwrap: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--json", "as_json", is_flag=True, help="Print the EvalResult as JSON.")
+@plugin_option()
 def exec_(program: Path, evaluator: Path | None, backend: str, wall_s: float | None,
           cpu_s: float | None, memory_mb: int | None, cascade: str | None, warm: bool,
-          image: str | None, as_json: bool) -> None:
+          image: str | None, as_json: bool, plugins: tuple[Path, ...]) -> None:
     """Evaluate PROGRAM (a file, or a directory of several files: docs/multi-file.md) in a sandbox and print the EvalResult."""
+    load_plugins(plugins)
     from qdevolve.sandbox import SandboxLimits, check_evaluator
 
     if not (program.is_file() or program.is_dir()):
@@ -111,14 +120,17 @@ def _language(program: Path) -> str:
 
 
 @sandbox.command("check")
-@click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True)
+@click.option("--backend", default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--warm/--no-warm", default=False,
               help="docker: reuse a warm container; local, bwrap: fork from a warm template.")
 @click.option("--image", default=None, help="docker: image name.")
 @click.option("--only", default=None, help="Comma-separated attack names (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
-def check(backend: str, warm: bool, image: str | None, only: str | None, as_json: bool) -> None:
+@plugin_option()
+def check(backend: str, warm: bool, image: str | None, only: str | None, as_json: bool,
+          plugins: tuple[Path, ...]) -> None:
     """Run the built-in attack catalogue; exit status 1 if any row fails."""
+    load_plugins(plugins)
     from qdevolve.sandbox.attacks import ATTACKS, run_catalogue
 
     attacks = ATTACKS

@@ -421,6 +421,27 @@ class LineageStore:
                 ctx = {"now": time.time(), "run_id": run_id}
                 self._upsert_state(c, [_rows.STATE.to_row(kv, ctx) for kv in state.items()])
 
+    def record_policy_eval(self, run_id: str, version: int, key: str, results: dict[str, Any]) -> None:
+        """Store an evaluation of a policy version (``eval-policy``) under ``metrics["evals"][key]``.
+
+        ``key`` names the setting (task, split, samples, seed); a later evaluation with the same
+        key replaces it, others are kept. The row is read and rewritten in one transaction.
+
+        Raises:
+            DatabaseError: the run has no such version.
+        """
+        pv = S.policy_versions
+        where = (pv.c.run_id == run_id) & (pv.c.version == version)
+        with self._begin() as c:
+            row = c.execute(select(pv.c.metrics).where(where)).first()
+            if row is None:
+                raise DatabaseError(f"{self.name}: run {run_id[:12]} has no policy version {version}")
+            metrics = loads(row[0], {})
+            metrics = metrics if isinstance(metrics, dict) else {}
+            evals = metrics.get("evals") if isinstance(metrics.get("evals"), dict) else {}
+            metrics["evals"] = {**evals, key: results}
+            c.execute(update(pv).where(where).values(metrics=dumps(metrics)))
+
     def add_plugin_file(self, run_id: str, path: str, sha256: str, names: Sequence[Sequence[str]] = ()) -> None:
         with self._begin() as c:
             c.execute(insert(S.plugin_files).values(run_id=run_id, path=text_col(path), sha256=sha256,

@@ -33,7 +33,36 @@ __all__ = ["Objective", "BatchAdvantages", "LossTypeHint", "EpochsHint", "LossOv
 
 @runtime_checkable
 class Objective(Protocol):
-    """An advantage objective: ``advantages(group) -> [G]``; ``requires`` names group fields it reads."""
+    """An advantage objective: ``advantages(group) -> [G]``, one advantage per completion.
+
+    The trainer calls :meth:`advantages` once per :class:`~qdevolve.rl.group.RolloutGroup` (the
+    G completions of one prompt) and weights every token of completion ``i`` by the ``i``-th
+    advantage in its clipped surrogate (PPO, Schulman et al. 2017, arXiv 1707.06347). Register
+    the class with ``@qdevolve.registry.objective("name")``; keyword-only ``__init__``
+    arguments are its settings (``--objective-arg KEY=VALUE``, ``train.objective`` in a config).
+
+    ``requires`` names the group fields the objective reads beyond ``rewards`` (a subset of
+    :data:`~qdevolve.rl.group.GROUP_FIELDS`); ``group.require(self.requires, who=...)`` turns
+    a missing one into an error naming the objective and the field. What an objective may read from the group, with shapes (G completions, T tests,
+    m candidates):
+
+    * ``rewards`` - ``[G]`` float64, finite: the scalar reward of each completion (always set);
+    * ``reward_vectors`` - ``[G, T]`` float64 or ``None``: per-test results (VPO, best@k);
+    * ``outcome_keys`` - G hashable keys or ``None``: what each completion answered, so equal
+      keys are the same outcome (IPS counts them);
+    * ``cluster_keys`` - G hashable keys or ``None``: the strategy cluster of each completion
+      (a ``cluster`` plugin's key; Rare counts them);
+    * ``candidate_vectors`` - ``[G, m, T]`` float64 or ``None``: each candidate's reward
+      vector when a completion emits several (VPO);
+    * ``token_ids``, ``masks``, ``old_logprobs`` - per-completion sequences for the trainer;
+      an objective reading them must list them in ``requires``;
+    * ``prompt``, ``prompt_id`` (str or ``None``) and ``metadata`` (dict) - the prompt, a
+      stable id of it, free-form extras.
+
+    The returned array has shape ``[G]`` and finite values; an all-zero array means the group
+    teaches nothing (GRPO on an all-equal group). The optional capabilities (module
+    docstring) are separate protocols, read once when the trainer is built.
+    """
 
     requires: frozenset[str]
 

@@ -1,4 +1,5 @@
-"""The policy page's rows: per policy version of a joined run, training and outcome figures."""
+"""The policy page's rows: per policy version of a run, training and outcome figures, and the
+pass@k and effective answers ``qdevolve eval-policy`` stored with the versions."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from qdevolve.serve import queries as Q
 from qdevolve.serve.db import ReadOnlyDB
 
-__all__ = ["policy_view"]
+__all__ = ["policy_view", "policy_evals"]
 
 _ALIASES = {"loss": ("loss", "train/loss"), "kl": ("kl", "kl_div", "train/kl"),
             "entropy": ("entropy", "train/entropy"), "D_n": ("D_n", "d_n", "Dn", "distinct_n"),
@@ -21,6 +22,40 @@ def _metric(metrics: dict[str, Any], name: str) -> float | None:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return float(v)
     return None
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def policy_evals(versions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``eval-policy`` results stored with the versions (``metrics["evals"]``), by setting.
+
+    Returns ``{"key": the setting scored on most versions (ties: the last stored), "ks": its
+    k values, "rows": [{"version", "pass@k"..., "effective_outcomes", "D_n"}]}``, or an empty
+    ``rows`` list when no version was scored. Only finite numbers pass; anything else a
+    database holds is dropped.
+    """
+    by_key: dict[str, dict[int, dict[str, float]]] = {}
+    for pv in versions:
+        m = pv["metrics"] if isinstance(pv["metrics"], dict) else {}
+        evals = m.get("evals") if isinstance(m.get("evals"), dict) else {}
+        for key, entry in evals.items():
+            metrics = entry.get("metrics") if isinstance(entry, dict) else None
+            if isinstance(key, str) and isinstance(metrics, dict):
+                by_key.setdefault(key, {})[int(pv["version"])] = {
+                    k: float(v) for k, v in metrics.items() if isinstance(k, str) and _finite(v)}
+    if not by_key:
+        return {"key": None, "ks": [], "rows": []}
+    key = max(by_key, key=lambda k: (len(by_key[k]), list(by_key).index(k)))
+    ks = sorted({int(k.split("@", 1)[1]) for r in by_key[key].values() for k in r
+                 if k.startswith("pass@") and k.split("@", 1)[1].isdigit()})
+    rows = []
+    for version, metrics in sorted(by_key[key].items()):
+        d_n = next((v for k, v in metrics.items() if k.startswith("D_") and k[2:].isdigit()), None)
+        rows.append({"version": version, **{f"pass@{k}": metrics.get(f"pass@{k}") for k in ks},
+                     "effective_outcomes": metrics.get("effective_outcomes"), "D_n": d_n})
+    return {"key": key, "ks": ks, "rows": rows}
 
 
 def policy_view(db: ReadOnlyDB, run: dict[str, Any]) -> dict[str, Any]:
@@ -56,4 +91,4 @@ def policy_view(db: ReadOnlyDB, run: dict[str, Any]) -> dict[str, Any]:
                      "rollouts": len(rs), **prod,
                      "metrics": {k: v2 for k, v2 in m.items() if isinstance(v2, (int, float, str, bool))}})
     return {"run_id": run["id"], "correct_threshold": threshold, "versions": rows,
-            "joined": bool(rows) or bool(produced)}
+            "evals": policy_evals(versions), "joined": bool(rows) or bool(produced)}

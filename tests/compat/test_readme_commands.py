@@ -23,7 +23,7 @@ README = ROOT / "README.md"
 SMALL = [("--iterations 300", "--iterations 4"), ("--iterations 600", "--iterations 6"),
          ("--steps 50", "--steps 2"), ("--k 1,4,16,64,256", "--k 1,4"), ("--train-every 16", "--train-every 2"),
          ("graphml|json|dot", "graphml"), ("--format graphml --out lineage.graphml", "--format graphml --out OUT")]
-TRAINING = ("qdevolve train", "qdevolve eval-policy", "--policy tiny")
+TRAINING = ("qdevolve train", "qdevolve eval-policy", "--policy tiny", "examples/expr_evolution")
 
 
 def readme_commands() -> list[str]:

@@ -108,3 +108,30 @@ def test_es_in_the_joined_loop_one_group_per_member(tmp_path: Path, policy: Path
     assert members == {0, 1}, members  # a typed field, not text in the model name
     models = {m for (m,) in con.execute("SELECT json_extract(metadata, '$.model') FROM rollouts")}
     assert not any("#es" in str(m) for m in models), models
+
+
+@pytest.mark.slow
+def test_no_train_runs_the_same_joined_example_as_a_control(tmp_path: Path, policy: Path) -> None:
+    """``--no-train``: the policy operator samples the base for every child, rollouts are stored
+    and rewarded, and no trainer step is taken (one policy version: the base)."""
+    from qdevolve.db import open_store
+
+    config = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
+    config["train"].update(policy=str(policy), every=8)
+    config["run"].update(workers=1, max_duplicate_streak=10**6)
+    cfg = tmp_path / "control.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    db = tmp_path / "control.sqlite"
+    r = subprocess.run([*QDEVOLVE, "run", str(EXAMPLE), "--config", str(cfg), "--db", str(db), "--iterations", "24",
+                        "--sandbox", "local", "--no-progress", "--no-train"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    store = open_store(db)
+    run_id = store.latest_run_id()
+    assert [v["version"] for v in store.policy_versions(run_id)] == [0]
+    rollouts = [ro for _seq, ro in store.rollouts(run_id)]
+    assert len(rollouts) >= 24 and {ro.policy_version for ro in rollouts} == {0}
+    assert all(ro.reward is not None for ro in rollouts)
+    assert store.get_run(run_id)["config"]["train"]["enabled"] is False
+    bad = subprocess.run([*QDEVOLVE, "run", str(ROOT / "examples" / "function_minimization"), "--no-train",
+                          "--db", str(tmp_path / "x.sqlite")], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--no-train" in bad.stderr and "trains no policy" in bad.stderr

@@ -20,6 +20,7 @@ from qdevolve.evolve.setup.config import RunConfig, cli_fields, load_config, par
 from qdevolve.evolve.setup.consent import settle_trust, trust_from_store
 from qdevolve.evolve.setup.example import Example, load_example, read_program
 from qdevolve.evolve.setup.plugin_files import current_plugin_files, reload_plugin_files
+from qdevolve.evolve.setup.policy_spec import BUILTIN_POLICIES, policy_path, policy_warnings
 from qdevolve.evolve.setup.seed_failure import SeedFailed, seed_failure
 from qdevolve.evolve.setup.trust import Trust, check_stored_trust, host_keys
 from qdevolve.evolve.setup.trust_store import TrustStore
@@ -39,5 +40,6 @@ __all__ = [
     "parse_record", "record_line",
     "current_plugin_files", "reload_plugin_files",
     "SeedFailed", "seed_failure",
+    "BUILTIN_POLICIES", "policy_path", "policy_warnings",
     "check_iterations", "check_plugin_file", "check_start", "read_config_yaml", "sandbox_env",
 ]

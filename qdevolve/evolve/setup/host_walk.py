@@ -140,10 +140,20 @@ def _outside(p: Path, directory: Path | None) -> str | None:
     return None
 
 
+def _builtin_names() -> frozenset[str]:
+    """Names that load no file of the example's choosing: built-in policies and known models."""
+    from qdevolve.backends.models import KNOWN_MODELS
+    from qdevolve.evolve.setup.policy_spec import BUILTIN_POLICIES
+
+    return BUILTIN_POLICIES | frozenset(KNOWN_MODELS)
+
+
 def _path_finding(key: str, name: str, value: str, directory: Path | None) -> str | None:
     """Why a string value names a path outside the example directory (``None``: it does not)."""
     words = _words(name)
     pathlike = bool(words & _PATH_WORDS) or name.endswith(("_dir", "_path", "_file"))
+    if words & _LOADS_BY_NAME and not pathlike and value in _builtin_names():
+        return None  # a built-in policy or known model is a name, whatever folder cwd holds
     p = _named_path(value, bare_names=pathlike or bool(words & _LOADS_BY_NAME))
     if p is None and directory is not None and not _SCHEME_PATH.match(value) and len(value) < 4096 \
             and "\n" not in value and "\x00" not in value:

@@ -250,7 +250,9 @@ def check_start(example: Any, config: Any, db: Path | None = None, *, trust: Any
     check_plugins(config)
     if db is not None:
         check_db_target(db)
-    return warnings
+    from qdevolve.evolve.setup.policy_spec import policy_warnings
+
+    return warnings + policy_warnings((config.train or {}).get("policy"))
 
 
 PLUGIN_IMPORT_TIMEOUT_S = 60.0

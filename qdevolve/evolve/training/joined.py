@@ -46,9 +46,12 @@ and one prompt form one group (ThetaEvolve samples 16, TTT-Discover 64).
 
 ``train`` settings (``config.yaml`` section or the ``--policy``/``--train-objective``/
 ``--train-every``/``--objective-arg`` flags): ``policy`` (``tiny``, a Hugging Face model
-directory, or ``vllm:PATH``), ``task`` (the tiny policy's task, default ``expr_dsl``),
+directory written as a path such as ``./model``, or ``vllm:PATH``:
+:mod:`qdevolve.evolve.setup.policy_spec`), ``base_seed`` (the tiny base's own seed, default 0,
+separate from the run's ``--seed``), ``task`` (the tiny policy's task, default ``expr_dsl``),
 ``objective`` (``{type: ips, ...}``), ``every``, ``reward``, ``invalid_reward``,
-``cluster``, ``shaping``, ``outcome`` (IPS's outcome identity: ``text`` of the completion or its
+``cluster``, ``shaping``, ``enabled`` (``false`` or ``run --no-train``: the same run as a
+control, the policy operator sampling the base, which is never updated), ``outcome`` (IPS's outcome identity: ``text`` of the completion or its
 ``behaviour``), ``correct_threshold`` (reward counted as correct for D_n), ``solved_by`` (a feature naming the
 problem a program solves, e.g. ``target`` in a problem suite: every policy version's metrics
 then carry ``targets_solved``, the problems with a program scoring at least
@@ -68,7 +71,7 @@ from typing import Any
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.setup import RunConfig
+from qdevolve.evolve.setup import RunConfig, policy_path
 from qdevolve.evolve.training.joined_backend import LockedBackend, StoredBefore
 from qdevolve.evolve.training.listener import Reward
 from qdevolve.types import ArchiveEvent, EvalResult, Program
@@ -99,6 +102,8 @@ class TrainSettings:
     checkpoint_dir: str | None = None  # policy weights: qdevolve.rl.checkpoints.policy_dir
     max_samples: int | None = None
     solved_by: str | None = None  # a feature naming a program's problem: versions count problems solved
+    enabled: bool = True  # False (--no-train): the same joined run as a control, the base never updated
+    base_seed: int = 0  # the tiny base's own seed (initialisation, pre-training data), not the run's seed
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "train") -> TrainSettings:
@@ -129,6 +134,11 @@ class TrainSettings:
         if s.objective.get("type") == "es" and s.policy.startswith("vllm:"):
             raise ConfigError(f"{where}.objective: 'es' perturbs the policy's weights in process; use an "
                               "in-process policy (tiny or a model directory), not " + repr(s.policy))
+        policy_path(s.policy, f"{where}.policy")  # a name or a path, never a guess
+        if not isinstance(s.enabled, bool):
+            raise ConfigError(f"{where}.enabled must be true or false, got {s.enabled!r}")
+        if isinstance(s.base_seed, bool) or not isinstance(s.base_seed, int):
+            raise ConfigError(f"{where}.base_seed must be an integer, got {s.base_seed!r}")
         if s.max_samples is not None and (isinstance(s.max_samples, bool) or int(s.max_samples) < 1):
             raise ConfigError(f"{where}.max_samples must be an integer >= 1, got {s.max_samples!r}")
         return s
@@ -221,10 +231,11 @@ class JoinedListener:
 
         quiet_transformers()  # no "Loading weights" bars or advisory warnings in the user's terminal
         spec = self.settings.policy
-        if spec == "tiny":
+        path = policy_path(spec)
+        if path is None:  # the built-in tiny base, built once per task and base seed, then cached
             from qdevolve.rl.tiny import load_tiny_policy
 
-            return load_tiny_policy(self.settings.task)
+            return load_tiny_policy(self.settings.task, seed=self.settings.base_seed)
         from qdevolve.backends.models import offline_hub, resolve_model
 
         path = str(resolve_model(spec.split(":", 1)[1] if spec.startswith("vllm:") else spec))
@@ -233,8 +244,10 @@ class JoinedListener:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise ConfigError(f"--policy {spec}: needs the 'rl' extra (pip install 'qdevolve[rl]'): {exc}") from None
+        from qdevolve.progress import phase
+
         try:
-            with offline_hub():
+            with offline_hub(), phase(f"loading the policy model {path}"):
                 tok = AutoTokenizer.from_pretrained(path)
                 model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         except OSError as exc:
@@ -373,6 +386,8 @@ class JoinedListener:
     # -- training ------------------------------------------------------------------------
     async def after_job(self, programs: list[Program]) -> None:
         self.evals_since_step += len(programs)
+        if not self.settings.enabled:  # the control: rollouts stored and rewarded, never trained on
+            return
         if self.es is not None:  # ES steps once every member's group is rewarded, not every N evaluations
             self.es.finish()
             if self.es.ready:

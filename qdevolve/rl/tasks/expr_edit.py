@@ -31,6 +31,8 @@ and in-loop training is what specialises it to a run's target.
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from qdevolve.rl.tasks.base import Verdict
@@ -53,6 +55,7 @@ __all__ = ["ExprEditTask", "edit_prompt", "parse_edit_prompt", "edit_expression"
 
 EDIT_KINDS = ("leaf", "operator", "grow", "shrink", "replace")
 _EDIT_WEIGHTS = np.array([0.3, 0.2, 0.25, 0.15, 0.1])
+_EDIT_CDF = tuple(float(c) for c in np.cumsum(_EDIT_WEIGHTS)[:-1])  # bisect: 30x faster than rng.choice(p=)
 _ATOMS: tuple[Node, ...] = (("x",), ("c", 1), ("c", 2), ("c", 3))
 _INPUTS = (0, 1, 2, 3, 5)
 
@@ -124,7 +127,7 @@ def edit_expression(parent: str, rng: np.random.Generator, *, max_len: int = MAX
         paths = _paths(tree)
         path = paths[int(rng.integers(len(paths)))]
         sub = _get(tree, path)
-        kind = EDIT_KINDS[int(rng.choice(len(EDIT_KINDS), p=_EDIT_WEIGHTS))]
+        kind = EDIT_KINDS[bisect.bisect_right(_EDIT_CDF, rng.random())]
         if kind == "leaf" and sub[0] in ("x", "c"):
             new = _ATOMS[int(rng.integers(len(_ATOMS)))]
         elif kind == "operator" and sub[0] in "+-*":
@@ -163,6 +166,9 @@ class ExprEditTask:
 
     name = "expr_edit"
     alphabet = "0123456789x+-*(),>:;#|"
+    # the joined example's base: 500 steps at lr 4e-3 match 800 at 3e-3 (valid children 0.97,
+    # copies <= 0.06, pass@64 0.50 vs 0.44 on the train prompts) in 60 % of the time
+    tiny_defaults = {"sft_steps": 500, "lr": 4e-3}
 
     def __init__(self, *, k: int = 6, greedy: float = 0.5, parent_random: float = 0.4, seed: int = 0) -> None:
         if k < 1:

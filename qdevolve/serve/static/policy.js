@@ -1,9 +1,11 @@
-/* The policy page (joined runs): per version loss, KL, entropy, D_n, pass@1, programs produced. */
+/* The policy page: per version pass@k and effective answers (stored by qdevolve eval-policy),
+   loss, KL, entropy, D_n, pass@1 of the rollouts, programs produced. */
 "use strict";
 (() => {
   const {el, getJSON, fmt, tipBox, poll} = window.QD;
   const runId = window.QD.runId;
   const train = window.QD.chart("policy-train"), outcome = window.QD.chart("policy-outcome");
+  const evalChart = window.QD.chart("policy-evals");
   let renders = 0;
 
   function series(rows, key, name, extra) {
@@ -28,6 +30,7 @@
     summary.textContent = rows.length + " policy versions · objective " + (rows[rows.length - 1].objective || "-") +
       " · pass@1 counts a rollout correct when its reward ≥ " + fmt(d.correct_threshold);
     const xAxis = {type: "value", name: "policy version", nameLocation: "middle", nameGap: 28, minInterval: 1};
+    drawEvals(d.evals || {rows: [], ks: []}, xAxis);
     train.setOption({
       animation: false, tooltip: {trigger: "axis", formatter: axisTip}, legend: {top: 0},
       grid: {left: 70, right: 70, top: 30, bottom: 45}, xAxis,
@@ -55,6 +58,27 @@
     renders += 1;
     document.body.dataset.policyReady = String(renders);
     document.body.dataset.policyVersions = String(rows.length);
+  }
+
+  function drawEvals(ev, xAxis) {
+    const box = document.getElementById("policy-evals"), note = document.getElementById("policy-evals-summary");
+    const rows = ev.rows || [];
+    box.hidden = !rows.length;
+    document.body.dataset.policyEvals = String(rows.length);
+    if (!rows.length) {
+      note.textContent = "No version has been scored yet: qdevolve eval-policy --task TASK --db DB --all stores " +
+        "pass@k and effective answers per version, charted here.";
+      return;
+    }
+    note.textContent = "Scored by eval-policy (" + ev.key + "): pass@k and effective answers per version.";
+    evalChart.setOption({
+      animation: false, tooltip: {trigger: "axis", formatter: axisTip}, legend: {top: 0},
+      grid: {left: 70, right: 70, top: 30, bottom: 45}, xAxis,
+      yAxis: [{type: "value", name: "pass@k", min: 0, max: 1}, {type: "value", name: "effective answers", scale: true}],
+      series: [...ev.ks.map(k => series(rows, "pass@" + k, "pass@" + k)),
+               series(rows, "effective_outcomes", "effective answers", {yAxisIndex: 1, lineStyle: {type: "dashed"}})],
+    }, {notMerge: true});
+    evalChart.resize();
   }
 
   const stampUrl = "/api/runs/" + encodeURIComponent(runId) + "/stamp";
