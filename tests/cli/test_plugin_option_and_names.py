@@ -65,8 +65,10 @@ def test_a_bare_name_that_is_no_builtin_policy_says_to_write_a_path(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mymodel").mkdir()
-    with pytest.raises(ConfigError, match=r"'mymodel' is neither a built-in policy \(tiny\) nor a path.*\./mymodel"):
+    with pytest.raises(ConfigError, match=r"'mymodel' is neither a built-in policy \(tiny\), a known model "
+                       r"\(smollm2-135m-instruct\) nor a path.*\./mymodel"):
         policy_path("mymodel")
+    assert policy_path("smollm2-135m-instruct") == "smollm2-135m-instruct"  # a known model is a name
     from qdevolve.evolve.training.joined import TrainSettings
 
     with pytest.raises(ConfigError, match="train.policy"):
@@ -74,3 +76,19 @@ def test_a_bare_name_that_is_no_builtin_policy_says_to_write_a_path(tmp_path: Pa
     with pytest.raises(ConfigError, match="train.base_seed"):
         TrainSettings.from_dict({"base_seed": "1"})
     assert TrainSettings.from_dict({"enabled": False, "base_seed": 3}).base_seed == 3
+
+
+def test_builtin_and_known_model_names_are_no_host_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``train.policy: tiny`` (or a known model's name) in an example's config names no file, even
+    where the working directory holds a folder of that name; a path-shaped value still does."""
+    from qdevolve.evolve.setup.host_walk import walk_host_keys
+
+    example = tmp_path / "example"
+    example.mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "smollm2-135m-instruct").mkdir()
+    for name in ("tiny", "smollm2-135m-instruct"):
+        assert walk_host_keys({"train": {"policy": name}}, example) == []
+    found = walk_host_keys({"train": {"policy": "./tiny"}}, example)
+    assert [k for k, _v, _why in found] == ["train.policy"]
