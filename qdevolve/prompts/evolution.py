@@ -62,7 +62,7 @@ MAX_TEMPLATE_CHARS = 8000
 #: Placeholders :func:`qdevolve.prompts.build_prompt` fills; a template may use no other.
 ALLOWED_PLACEHOLDERS = frozenset({"language", "language_name", "current_program", "metrics", "fitness_score",
                                   "artifacts", "evolution_history", "top_programs", "second_program",
-                                  "second_metrics"})
+                                  "second_metrics", "block", "block_label"})
 
 
 @dataclass

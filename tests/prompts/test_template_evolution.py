@@ -118,3 +118,16 @@ def test_an_evolved_template_reaches_only_the_user_message() -> None:
     parent = Program(code="x = 1\n")
     msgs = build_prompt(parent, EvalResult(score=1.0), settings={"templates": {"diff_user": text}})
     assert "ALWAYS-MARKER" in msgs[1]["content"] and "ALWAYS-MARKER" not in msgs[0]["content"]
+
+
+def test_every_shipped_user_template_passes_its_own_validation() -> None:
+    """Each operator's shipped template (the block format's ``{block}`` / ``{block_label}``
+    included) is a valid seed, and a proposal keeping its placeholders is accepted."""
+    from qdevolve.prompts.builder import TEMPLATE_NAMES, load_template
+    from qdevolve.prompts.evolution import placeholders, validate_template
+
+    for name in TEMPLATE_NAMES.values():
+        text = load_template(name, {})
+        required = [p[0] for p in placeholders(text)]
+        assert validate_template(text, required) is None, name
+        assert validate_template("Be bold.\n" + text, required) is None, name
