@@ -39,14 +39,14 @@ def children_for(calls: int, every: int) -> int:
 
 
 def run_arm(example: Path, db: Path, api_base: str, model: str, seed: int, children: int,
-            evolve: bool, every: int, max_tokens: int) -> dict:
+            evolve: bool, every: int, max_tokens: int, operator: str = "block") -> dict:
     ex = load_example(example)
     prompt = {**ex.config.prompt, **({"evolve": True, "every": every, "template_mutator": {
         "type": "model", "max_tokens": max_tokens}} if evolve else {})}
     cfg = ex.config.with_overrides(iterations=children, workers=1, seed=seed, max_pending=1,
                                    backend={"type": "openai", "api_base": api_base, "model": model,
                                             "timeout_s": 900.0},
-                                   mutation=[{"type": "rewrite", "max_tokens": max_tokens}],
+                                   mutation=[{"type": operator, "max_tokens": max_tokens}],
                                    prompt=prompt, inspirations={"n_best": 0, "n_diverse": 0})
     t0 = time.time()
     evo = Evolution.start(ex, cfg, LineageStore(db), progress=False)
@@ -70,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--api-base", required=True)
     ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--example", type=Path, default=ROOT / "examples" / "function_minimization")
+    ap.add_argument("--example", type=Path, default=ROOT / "examples" / "small_model_knapsack")
+    ap.add_argument("--operator", default="block", help="the mutation operator of both arms (a 135M model "
+                    "writes no SEARCH/REPLACE blocks and drops rewrite markers; block works)")
+    ap.add_argument("--json", type=Path, default=None, help="also write every arm's row to this JSON file")
     ap.add_argument("--calls", type=int, default=12)
     ap.add_argument("--every", type=int, default=3)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -78,12 +81,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("archives/bench_prompt_evolution"))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
     for seed in args.seeds:
         for evolve in (False, True):
             n = children_for(args.calls, args.every) if evolve else args.calls
             db = args.out / f"{'evolve' if evolve else 'fixed'}-{seed}-{int(time.time())}.sqlite"
-            print(json.dumps(run_arm(args.example, db, args.api_base, args.model, seed, n, evolve, args.every,
-                                     args.max_tokens)), flush=True)
+            row = run_arm(args.example, db, args.api_base, args.model, seed, n, evolve, args.every,
+                          args.max_tokens, args.operator)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.json is not None:
+        import os
+        import subprocess
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
+                                    cwd=ROOT).stdout.strip())
+        args.json.write_text(json.dumps({"command": " ".join(sys.argv), "commit": commit, "dirty": dirty,
+                                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                         "loadavg": os.getloadavg(), "rows": rows}, indent=1))
     return 0
 
 
