@@ -312,26 +312,28 @@ def archive_events(db: ReadOnlyDB, run_id: str) -> list[dict[str, Any]]:
                                               .where(events.c.run_id == run_id).order_by(events.c.id))]
 
 
-def features_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
-    """Program id -> features of its latest evaluation."""
+def _latest_eval_column(db: ReadOnlyDB, ids: list[str], column: str) -> dict[str, Any]:
+    """Program id -> ``column`` of its latest evaluation, decoded leniently (maybe not a dict)."""
     evals = db.table("evaluations")
     out: dict[str, Any] = {}
     if evals is None:
         return out
     with db.engine.connect() as con:
         for i in range(0, len(ids), 500):
-            for pid, f in con.execute(select(evals.c.program_id, evals.c.features)
+            for pid, v in con.execute(select(evals.c.program_id, evals.c[column])
                                       .where(evals.c.program_id.in_(ids[i:i + 500])).order_by(evals.c.id)):
-                out[pid] = decode(f, {})
+                out[pid] = decode(v, {})
     return out
+
+
+def features_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
+    """Program id -> features of its latest evaluation."""
+    return _latest_eval_column(db, ids, "features")
 
 
 def metrics_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
     """Program id -> metrics of its latest evaluation (decoded leniently: maybe not a dict)."""
-    evals = db.table("evaluations")
-    out: dict[str, Any] = {}
-    if evals is None:
-        return out
+    return _latest_eval_column(db, ids, "metrics")
     with db.engine.connect() as con:
         for i in range(0, len(ids), 500):
             for pid, m in con.execute(select(evals.c.program_id, evals.c.metrics)
