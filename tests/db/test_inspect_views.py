@@ -60,10 +60,16 @@ def _reference_tree(store: LineageStore, rid: str, depth: int, top: int) -> str:
 
     def grow(n: dict, prefix: str, last: bool, level: int, path: tuple) -> None:
         out.append(f"{prefix}{'└── ' if last else '├── '}{line(n)}")
-        if level >= depth or n["id"] in path:
+        inner = prefix + ("    " if last else "│   ")
+        if level >= depth:  # the tree stops here, and says how many children it leaves out
+            _kids, cut = L.children(store, n["id"], 1)
+            if cut > 0:
+                out.append(f"{inner}└── ... +{cut} {'child' if cut == 1 else 'children'} below, cut at --depth "
+                           f"{depth} (--depth {depth + 1} or --root {n['id'][:12]} shows them)")
+            return
+        if n["id"] in path:
             return
         kids, total = L.children(store, n["id"], top)
-        inner = prefix + ("    " if last else "│   ")
         for i, k in enumerate(kids):
             grow(k, inner, i == len(kids) - 1 and total <= len(kids), level + 1, (*path, n["id"]))
         if total > len(kids):

@@ -47,7 +47,7 @@ def test_resume_warns_on_a_changed_plugin_and_finds_a_moved_one(tiny_example: Pa
     plugin.write_text(MUTATION_PLUGIN)
     db = tmp_path / "p.sqlite"
     r = _qd("run", str(tiny_example), "--db", str(db), "--iterations", "4", "--mutation", "scale_constants",
-            "--plugin", str(plugin), "--no-progress")
+            "--plugin", str(plugin), "--no-progress", "--sandbox", "local")
     assert r.returncode == 0, r.stderr
     # unchanged: no warning
     r = _qd("resume", "--db", str(db), "--iterations", "5", "--trust", "plugins", "--no-progress")
