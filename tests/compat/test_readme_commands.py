@@ -56,6 +56,7 @@ def test_readme_lists_the_commands_we_run() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ray  # it runs the README's --executor ray commands on the CI cluster when one is exported
 def test_readme_commands_run(tmp_path: Path) -> None:
     oe = write(tmp_path / "openevolve_example", {
         "initial_program.py": SEED, "evaluator.py": METRICS_EVALUATOR.replace("    if c > 1.0:", "    if False:"),
