@@ -170,7 +170,10 @@ def test_joined_run_on_ray_trains_the_actor_another_run_samples_from(ray_address
     assert len(versions) >= 2, versions
     labels = {v for (v,) in con.execute("SELECT DISTINCT policy_version FROM rollouts")}
     assert 0 in labels and len(labels) >= 2, labels  # rollouts sampled before and after a trainer step
-    workers = {w.split(":")[0] for (w,) in con.execute("SELECT worker FROM evaluations")}
+    # a child the parser refused (an empty completion) is stored 'invalid' without running anywhere
+    unrun = {st for (st,) in con.execute("SELECT status FROM evaluations WHERE worker IS NULL")}
+    assert unrun <= {"invalid"}, unrun
+    workers = {w.split(":")[0] for (w,) in con.execute("SELECT worker FROM evaluations WHERE worker IS NOT NULL")}
     assert workers == {"ray"}, workers
     other = sqlite3.connect(tmp_path / "p.sqlite")
     seen = [v for (v,) in other.execute("SELECT policy_version FROM rollouts ORDER BY seq")]

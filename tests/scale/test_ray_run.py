@@ -89,7 +89,7 @@ def test_run_on_ray_survives_a_sigkilled_worker(ray_address: str, db: str, tmp_p
     example = write_example(tmp_path, iterations=12, sleep=0.5)
     name = f"ray-e2e-{uuid.uuid4().hex[:8]}"
     proc = _start(["run", str(example), "--db", db, "--name", name, "--executor", "ray",
-                   "--ray-address", ray_address], tmp_path)
+                   "--ray-address", ray_address, "--sandbox", "local"], tmp_path)
     rows = _wait_for(db, name, 2, proc)
     victim = int(WORKER.match(next(r[2] for r in rows if r[1] != "seed")).group(1))
     os.kill(victim, signal.SIGKILL)  # a Ray worker process of this run, mid-run
@@ -107,7 +107,7 @@ def test_sigkilled_controller_resumes_on_the_same_cluster(ray_address: str, db: 
     example = write_example(tmp_path, iterations=10, sleep=0.4, seed=3)
     name = f"ray-resume-{uuid.uuid4().hex[:8]}"
     proc = _start(["run", str(example), "--db", db, "--name", name, "--executor", "ray",
-                   "--ray-address", ray_address], tmp_path)
+                   "--ray-address", ray_address, "--sandbox", "local"], tmp_path)
     _wait_for(db, name, 3, proc)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
@@ -127,7 +127,7 @@ def test_a_job_whose_retries_are_spent_stops_the_run_resumable(ray_address: str,
                             extra="  executor_options: {max_retries: 0}\n")
     name = f"ray-lost-{uuid.uuid4().hex[:8]}"
     proc = _start(["run", str(example), "--db", db, "--name", name, "--executor", "ray",
-                   "--ray-address", ray_address], tmp_path)
+                   "--ray-address", ray_address, "--sandbox", "local"], tmp_path)
     rows = _wait_for(db, name, 1, proc)
     for worker in {r[2] for r in rows if r[2]}:  # every worker seen so far: at least one is busy
         try:
