@@ -334,12 +334,6 @@ def features_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
 def metrics_of(db: ReadOnlyDB, ids: list[str]) -> dict[str, Any]:
     """Program id -> metrics of its latest evaluation (decoded leniently: maybe not a dict)."""
     return _latest_eval_column(db, ids, "metrics")
-    with db.engine.connect() as con:
-        for i in range(0, len(ids), 500):
-            for pid, m in con.execute(select(evals.c.program_id, evals.c.metrics)
-                                      .where(evals.c.program_id.in_(ids[i:i + 500])).order_by(evals.c.id)):
-                out[pid] = decode(m, {})
-    return out
 
 
 def recent_ok_metrics(db: ReadOnlyDB, run_id: str, limit: int) -> list[tuple[str, Any]]:
