@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RESULTS", "Interval", "bootstrap_interval", "git_state", "load_raw", "machine_facts", "raw_path",
+__all__ = ["RESULTS", "Interval", "bootstrap_interval", "describe_meta", "git_state", "load_raw", "machine_facts", "raw_path",
            "start_meta", "verdict", "write_raw"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,6 +140,39 @@ def load_raw(name: str, results: Path | None = None) -> dict[str, Any]:
     if not isinstance(raw, dict) or not isinstance(raw.get("meta"), dict):
         raise ValueError(f"raw result {path}: no top-level 'meta' object")
     return raw
+
+
+def _load(values: Any) -> str:
+    if not values:
+        return "not recorded"
+    return f"{values[0]:.1f}" if isinstance(values, list) else str(values)
+
+
+def _seeds(seeds: Any) -> str:
+    if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds) and \
+            seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+        return f"{len(seeds)} ({seeds[0]}-{seeds[-1]})"
+    return f"{len(seeds)} ({', '.join(map(str, seeds))})" if isinstance(seeds, list) else str(seeds)
+
+
+def describe_meta(name: str, meta: dict[str, Any]) -> str:
+    """One provenance line for a section: raw file, commit (dirty or not), command, seeds, date and load."""
+    if meta.get("commit"):
+        commit = f"commit `{str(meta['commit'])[:7]}`" + {True: " (tree dirty)", False: " (clean tree)"}.get(
+            meta.get("dirty"), "")
+    elif meta.get("committed_in"):
+        commit = f"commit not recorded (figures committed in `{meta['committed_in']}`)"
+    else:
+        commit = "commit not recorded"
+    when = meta.get("date", "?")
+    if meta.get("started"):
+        when = f"{meta['started']} to {when}"
+    load = f"1-minute load average {_load(meta.get('loadavg'))} at the end"
+    if meta.get("loadavg_start"):
+        load = f"1-minute load average {_load(meta.get('loadavg_start'))} at the start, {_load(meta.get('loadavg'))} at the end"
+    cores = (meta.get("machine") or {}).get("cpu_count") if isinstance(meta.get("machine"), dict) else None
+    return (f"Raw file `benchmarks/results/{name}.json`: {commit}; command `{meta.get('command', '?')}`; "
+            f"seeds {_seeds(meta.get('seeds', []))}; {when}; {load}" + (f" ({cores} shared cores)." if cores else "."))
 
 
 @dataclass(frozen=True)
