@@ -51,20 +51,21 @@ def raw_path(name: str, results: Path | None = None) -> Path:
     return (results or RESULTS) / f"{name}.json"
 
 
-def _git(*args: str) -> str | None:
+def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout
 
 
-def git_state(results: Path | None = None) -> tuple[str | None, bool | None]:
-    """``(commit, dirty)`` of the working tree; files under ``benchmarks/results/`` do not make it dirty
-    (the raw file being written, and other benchmarks' raw files, are outputs, not the code measured)."""
-    commit = _git("rev-parse", "HEAD")
-    rel = os.path.relpath(results or RESULTS, ROOT)
-    status = _git("status", "--porcelain", "--", ".", f":(exclude){rel}")
+def git_state(root: Path | None = None) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the working tree at ``root`` (default: this repository); files under
+    ``benchmarks/results/`` do not make it dirty (the raw file being written, and other benchmarks'
+    raw files, are outputs, not the code measured). ``None`` where git cannot tell."""
+    root = root or ROOT
+    commit = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
     return (commit.strip() if commit else None), (None if status is None else bool(status.strip()))
 
 
@@ -80,18 +81,18 @@ def machine_facts() -> dict[str, Any]:
     return facts
 
 
-def start_meta() -> dict[str, Any]:
+def start_meta(root: Path | None = None) -> dict[str, Any]:
     """The state of the tree and machine when a measurement starts: ``commit``, ``dirty``, ``started``
     (UTC) and ``loadavg_start``. Pass it as ``write_raw(..., meta=start_meta_taken_before)`` so the raw
     file names the code that was measured, not the tree at the time of writing."""
-    commit, dirty = git_state()
+    commit, dirty = git_state(root)
     return {"commit": commit, "dirty": dirty,
             "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def write_raw(name: str, data: dict[str, Any], *, command: str | None = None, seeds: Sequence[Any] | None = None,
-              results: Path | None = None, meta: dict[str, Any] | None = None) -> Path:
+              root: Path | None = None, meta: dict[str, Any] | None = None) -> Path:
     """Write ``data`` with a fresh ``meta`` to ``benchmarks/results/<name>.json``; return the path.
 
     ``meta`` holds commit, dirty, date (UTC, ISO 8601), command (``command`` or this process's
@@ -104,8 +105,8 @@ def write_raw(name: str, data: dict[str, Any], *, command: str | None = None, se
     """
     if "meta" in data:
         raise ValueError(f"write_raw({name!r}): data has its own 'meta' key; pass extra meta fields as meta=")
-    path = raw_path(name, results)
-    commit, dirty = git_state(results)
+    path = raw_path(name, (root or ROOT) / "benchmarks" / "results")
+    commit, dirty = git_state(root)
     head = {"commit": commit, "dirty": dirty,
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": command if command is not None else shlex.join([Path(sys.executable).name, *sys.argv]),
