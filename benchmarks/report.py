@@ -7,7 +7,8 @@ A generated table sits between two marker lines in ``BENCHMARKS.md``::
     <!-- /report -->
 
 and a figure quoted in ``README.md`` between ``<!-- figure:<name>:<key> -->`` and
-``<!-- /figure -->`` (inline, inside a sentence). ``<name>`` is a raw result,
+``<!-- /figure -->`` (inline, inside a sentence). A marker right after a backtick is quoted
+prose, not a block. ``<name>`` is a raw result,
 ``benchmarks/results/<name>.json``; its renderer is the module ``benchmarks/reports/<name>.py``
 (or one whose ``RAW_NAMES`` lists ``<name>``), whose ``render(raw) -> dict[str, str]`` maps
 table ids and figure keys to markdown; the key ``meta`` is the raw file's provenance line
@@ -41,7 +42,7 @@ ROOT = HERE.parent
 RENDERERS = HERE / "reports"
 DOCS = {"report": "BENCHMARKS.md", "figure": "README.md"}
 NAME = r"[A-Za-z0-9_.\-]+"
-OPEN = re.compile(rf"<!-- (report|figure):({NAME}):({NAME}) -->")
+OPEN = re.compile(rf"(?<!`)<!-- (report|figure):({NAME}):({NAME}) -->")  # a marker quoted in `code` is prose
 CLOSE = {"report": "<!-- /report -->", "figure": "<!-- /figure -->"}
 
 
