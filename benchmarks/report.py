@@ -40,7 +40,7 @@ from _raw import describe_meta, load_raw, raw_path  # noqa: E402
 
 ROOT = HERE.parent
 RENDERERS = HERE / "reports"
-DOCS = {"report": "BENCHMARKS.md", "figure": "README.md"}
+DOCS = ("BENCHMARKS.md", "README.md")  # either kind of block may sit in either file
 NAME = r"[A-Za-z0-9_.\-]+"
 OPEN = re.compile(rf"(?<!`)<!-- (report|figure):({NAME}):({NAME}) -->")  # a marker quoted in `code` is prose
 CLOSE = {"report": "<!-- /report -->", "figure": "<!-- /figure -->"}
@@ -169,13 +169,13 @@ def run(root: Path, check: bool, renderers: Path = RENDERERS) -> list[str]:
     problems: list[str] = []
     rd = Renderer(root, discover(renderers))
     referenced: set[str] = set()
-    for kind, doc in DOCS.items():
+    for doc in DOCS:
         path = root / doc
         if not path.exists():
             continue
         text = path.read_text()
         try:
-            blocks = [b for b in parse_blocks(text, doc) if b.kind == kind]
+            blocks = parse_blocks(text, doc)
         except ReportError as exc:
             problems.append(str(exc))
             continue
