@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # subprocesses of report.py / torch imports: seconds each
 sys.path.insert(0, str(ROOT / "benchmarks"))
 pytest.importorskip("torch", reason="bench_policy_samples imports the joined loop's extras")
 import bench_policy_samples as bench  # noqa: E402

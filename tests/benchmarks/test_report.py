@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "benchmarks" / "report.py"
+pytestmark = pytest.mark.slow  # subprocesses of report.py / torch imports: seconds each
 
 
 def check(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
