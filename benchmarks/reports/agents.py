@@ -65,6 +65,21 @@ def table(raw: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def curve(raw: dict[str, Any]) -> str:
+    """The best-by-score agent's held-out figure against children evaluated, from the run's stored
+    metrics (one scoring per agent: what selection saw), mean ± sd over seeds."""
+    n_max = max(k for r in raw["runs"] for k, _b, _h in r["curve"])
+    marks = sorted({0, *range(5, n_max + 1, 5), n_max})
+    lines = ["| arm | " + " | ".join(f"n={n}" for n in marks) + " |", "|---|" + "---:|" * len(marks)]
+    for a, rs in _arms(raw).items():
+        cells = []
+        for n in marks:
+            vals = [v for r in rs for v in [_at(r["curve"], n)] if v is not None]
+            cells.append(_ms(vals) if vals else "-")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _claim(what: str, a: dict[int, list[float]], b: dict[int, list[float]]) -> str:
     keys = sorted(set(a) & set(b))
     d = paired_difference([(a[k], b[k]) for k in keys])
@@ -103,7 +118,7 @@ def measured(raw: dict[str, Any]) -> str:
 
 
 def render(raw: dict[str, Any]) -> dict[str, str]:
-    return {"table": table(raw), "claims": claims(raw), "measured": measured(raw)}
+    return {"table": table(raw), "curve": curve(raw), "claims": claims(raw), "measured": measured(raw)}
 
 
 def plots(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
