@@ -190,14 +190,14 @@ class Interval:
     def has_interval(self) -> bool:
         return self.lo is not None and self.hi is not None
 
-    def text(self, fmt: str = "{:.2f}", suffix: str = "") -> str:
-        """``0.78x (90 % interval 0.61x-0.95x, 5 seeds)``; ``inf`` prints as "not reached"."""
+    def text(self, fmt: str = "{:.2f}", suffix: str = "", unit: str = "seed") -> str:
+        """``0.78x (90 % interval 0.61x to 0.95x, 5 seeds)``; ``inf`` prints as "not reached"."""
         def f(x: float) -> str:
             return "not reached" if math.isinf(x) else fmt.format(x) + suffix
+        units = f"{self.n_units} {unit}{'s' * (self.n_units != 1)}"
         if not self.has_interval:
-            return f"{f(self.estimate)} ({self.n_units} seed{'s' * (self.n_units != 1)}, no interval)"
-        return (f"{f(self.estimate)} ({round(100 * self.level)} % interval {f(self.lo)} to {f(self.hi)}, "  # type: ignore[arg-type]
-                f"{self.n_units} seeds)")
+            return f"{f(self.estimate)} ({units}, no interval)"
+        return f"{f(self.estimate)} ({round(100 * self.level)} % interval {f(self.lo)} to {f(self.hi)}, {units})"  # type: ignore[arg-type]
 
 
 def _order_stat(sorted_values: np.ndarray, q: float, *, upper: bool) -> float:

@@ -41,19 +41,26 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
     s = raw["settings"]
     sandbox = f"{s['backend']} {'warm' if s['warm'] else 'cold'}"
     lines = ["| model latency | qdevolve sandbox | qdevolve ok evals/s | OpenEvolve ok evals/s | ratio per pair: median "
-             "(90 % bootstrap interval) | evaluated / ok (qdevolve; OpenEvolve) | qdevolve >= OpenEvolve |",
+             "(90 % bootstrap interval) | children evaluated / iterations (qdevolve; OpenEvolve) | qdevolve >= OpenEvolve |",
              "|---|---|---:|---:|---|---|---|"]
     figure = []
     for latency in sorted({r["latency_s"] for r in raw["rows"]}):
         pairs = _pairs(raw, latency)
         iv = _interval(pairs)
-        ev = [f"{min(p[i]['evaluated'] for p in pairs)}-{max(p[i]['evaluated'] for p in pairs)}/{s['iterations']}"
-              for i in (0, 1)]
+        ev = []
+        for i in (0, 1):
+            lo, hi = min(p[i]["evaluated"] for p in pairs), max(p[i]["evaluated"] for p in pairs)
+            ev.append(f"{lo if lo == hi else f'{lo}-{hi}'}/{s['iterations']}")
         lines.append(f"| {latency:.0f} s | {sandbox} | {_spread([_rate(a) for a, _ in pairs])} | "
-                     f"{_spread([_rate(b) for _, b in pairs])} | {iv.text('{:.2f}', 'x')} | {ev[0]}; {ev[1]} | "
+                     f"{_spread([_rate(b) for _, b in pairs])} | {iv.text('{:.2f}', 'x', 'pair')} | {ev[0]}; {ev[1]} | "
                      f"{verdict(iv, 1.0, 'greater')} |")
-        figure.append(f"{iv.text('{:.2f}', 'x')} at {latency:.0f} s model latency")
+        span = f"{iv.lo:.2f}x to {iv.hi:.2f}x" if iv.has_interval else "no interval"
+        figure.append(f"{iv.estimate:.2f}x (90 % interval {span}) at {latency:.0f} s model latency")
     n = len(_pairs(raw, raw["rows"][0]["latency_s"]))
-    summary = (f"Throughput at equal model concurrency ({s['concurrency']} requests in flight) with clean model replies, "
-               f"median over {n} back-to-back pairs, is " + " and ".join(figure) + " of OpenEvolve's")
+    meta = raw["meta"]
+    loads = [x[0] for x in (meta.get("loadavg_start"), meta.get("loadavg")) if x]
+    load = f", load average {min(loads):.0f}-{max(loads):.0f}" if loads else ""
+    summary = (f"qdevolve's throughput at equal model concurrency ({s['concurrency']} requests in flight, clean "
+               f"scripted replies, {sandbox} sandbox) as a ratio to OpenEvolve's, median over {n} back-to-back pairs"
+               f"{load}: " + ", ".join(figure))
     return {"table": "\n".join(lines), "summary": summary}
