@@ -40,14 +40,18 @@ run: bootstrap
 	$(BIN)/qdevolve --help
 	$(BIN)/qdevolve run examples/circle_packing $(RUN_ARGS)
 
-# The Ray-marked tests run first, on the cluster .ci/run starts, tests/scale before the README's
+# First the benchmark figures (seconds): every generated table of BENCHMARKS.md and figure of
+# README.md must match its raw file under benchmarks/results/ (benchmarks/report.py --check).
+# Then the Ray-marked tests, on the cluster .ci/run starts, tests/scale before the README's
 # `--executor ray` commands: after that run's driver disconnects the raylet dies (seen twice in
 # CI and once by hand; cause not found yet), and later Ray tests would find no cluster.
 test: bootstrap
+	$(BIN)/python benchmarks/report.py --check
 	$(BIN)/python -m pytest -m "ray and not gpu" -q $(PYTEST_ARGS) tests/scale tests/compat/test_readme_commands.py
 	$(BIN)/python -m pytest -m "not gpu and not ray" -q $(PYTEST_ARGS)
 
 test-fast: bootstrap
+	$(BIN)/python benchmarks/report.py --check
 	$(BIN)/python -m pytest -m "not slow and not gpu" -q $(PYTEST_ARGS)
 
 # The quick benchmarks (about 15 minutes on 2 cores); the long ones are listed in BENCHMARKS.md.

@@ -39,6 +39,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _raw import Interval, start_meta, verdict, write_raw  # noqa: E402
 
 import qdevolve.agents  # noqa: E402,F401  (registers 'self' and 'agents')
 import qdevolve.selection  # noqa: E402,F401  (registers 'hgm' and 'greedy')
@@ -128,6 +131,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "agents.md")
     ap.add_argument("--plot", type=Path, default=None, help="write a PNG of held-out against iterations")
+    ap.add_argument("--raw", default=None,
+                    help="raw result name: benchmarks/results/NAME.json (default: the stem of --out; rendered by "
+                         "benchmarks/report.py)")
     ap.add_argument("--from-json", type=Path, default=None,
                     help="render the report from a previous run's raw figures (its .json) instead of running")
     args = ap.parse_args()
@@ -138,6 +144,7 @@ def main() -> None:
         print(render(args, arms, raw["runs"], seeds, raw.get("started", "?"), tuple(raw.get("load0", [0.0])),
                      tuple(raw.get("load1", [0.0])), float(raw.get("elapsed_s", 0.0))))
         return
+    measured = start_meta()  # the tree measured (the raw file's commit and dirty flag)
     load0, t0, started = os.getloadavg(), time.time(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     options = yaml.safe_load((EXAMPLE / "config.yaml").read_text())["run"]["executor_options"]
     runs: list[dict[str, Any]] = []
@@ -167,9 +174,13 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     raw = [{k: v for k, v in r.items() if k not in ("best_code", "seed_code")} for r in runs]
-    args.out.with_suffix(".json").write_text(json.dumps({"runs": raw, "seed_final": seed_final, "started": started,
-                                                         "load0": load0, "load1": load1, "elapsed_s": elapsed},
-                                                        indent=1))
+    command = (f"nice -n {os.nice(0)} " if os.nice(0) else "") + " ".join(
+        ["python", "benchmarks/bench_agents.py", *sys.argv[1:]])
+    path = write_raw(args.raw or args.out.stem, {"runs": raw, "seed_final": seed_final, "started": started, "load0": load0,
+                                "load1": load1, "elapsed_s": elapsed, "arms": arms, "iterations": args.iterations,
+                                "repeats": args.repeats, "workers": args.workers},
+                     command=command, seeds=list(range(args.seeds)), meta=measured)
+    print(f"wrote {path}")
     print(report)
     if args.plot is not None:
         plot(args.plot, arms, runs, seed_final, args.iterations)
@@ -255,12 +266,8 @@ def claim(what: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]])
 
 
 def verdict_word(mean: float, lo: float | None, hi: float | None) -> str:
-    """``holds`` / ``holds in the mean`` / ``does not hold`` from a difference and its interval."""
-    if lo is not None and lo > 0:
-        return "holds"
-    if mean > 0:
-        return "holds in the mean"
-    return "does not hold"
+    """``holds`` / ``holds in the mean`` / ``does not hold`` for "difference > 0" (``_raw.verdict``)."""
+    return verdict(Interval(mean, lo, hi, 0.9, 0), 0.0, "greater")
 
 
 def measured(runs: list[dict[str, Any]], arms: list[str]) -> str:

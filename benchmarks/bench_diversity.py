@@ -294,8 +294,9 @@ def _fmt(v: tuple[float, float], digits: int = 2) -> str:
 def report(results: dict[str, Any]) -> str:
     s = summarize(results)
     meta = results["meta"]
+    n_seeds = len(meta["seeds"]) if isinstance(meta["seeds"], list) else meta["seeds"]  # a list since _raw.py
     lines = ["# Diversity benchmark (`benchmarks/bench_diversity.py`)", "",
-             f"Task `few_answer`; {meta['seeds']} seeds, each with its own pre-trained base; {meta['steps']} updates "
+             f"Task `few_answer`; {n_seeds} seeds, each with its own pre-trained base; {meta['steps']} updates "
              f"x {PROMPTS_PER_STEP} prompts x G = {G} (64 samples per update, binary rewards) for every arm; AdamW "
              f"lr {meta['lr']}; exact metrics (mean ± std over seeds). Wall time {meta['seconds']:.0f} s with "
              f"{meta['jobs']} worker processes (load before the run: {meta['uptime']}; after: "

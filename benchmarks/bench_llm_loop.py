@@ -241,6 +241,8 @@ def main() -> None:
     ap.add_argument("--script", default="evolve",
                     help="scripted model: evolve (clean diffs) or sloppy[:fraction] (some diffs slip as real models' do)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llm_loop.md"))
+    ap.add_argument("--raw", default=None,
+                    help="also write the per-run figures to benchmarks/results/NAME.json (benchmarks/report.py renders it)")
     ap.add_argument("--child", choices=["qdevolve", "openevolve"])
     ap.add_argument("--url")
     args = ap.parse_args()
@@ -255,6 +257,12 @@ def main() -> None:
     from rich.table import Table
 
     rows, loads = [], [os.getloadavg()[0]]
+    measured = None
+    if args.raw:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from _raw import start_meta
+
+        measured = start_meta()  # the tree measured (the raw file's commit and dirty flag)
     for latency in [float(x) for x in args.latencies.split(",")]:
         server = subprocess.Popen([sys.executable, "-m", "qdevolve.testing.scripted_server", "--script", args.script,
                                    "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
@@ -307,6 +315,18 @@ def main() -> None:
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(ln for ln in lines if ln.startswith(("At ", "  "))))
     print(f"wrote {args.out}")
+    if args.raw:
+        from _raw import write_raw
+
+        command = (f"nice -n {os.nice(0)} " if os.nice(0) else "") + " ".join(
+            ["python", "benchmarks/bench_llm_loop.py", *sys.argv[1:]])
+        settings = {k: getattr(args, k) for k in ("iterations", "concurrency", "workers", "backend", "warm", "repeats",
+                                                  "script")}
+        path = write_raw(args.raw, {"settings": settings, "rows": rows, "load_during": loads,
+                                    "rate": "successful evaluations per second of wall time (evaluator calls that "
+                                            "ended ok, from constructing the run to its end)"},
+                         command=command, seeds=list(range(args.repeats)), meta=measured)
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _raw import start_meta, write_raw  # noqa: E402
 from samples_report import plot, read_records, report_lines  # noqa: E402
 from worker_pool import run_in_workers  # noqa: E402
 
@@ -282,6 +283,40 @@ def render(out: Path, tasks: list[str], arms: list[str], calls: int, head: list[
     return "\n".join(lines) + "\n"
 
 
+def top10_records(records: list[tuple[int, float]]) -> list[list[float]]:
+    """The records that entered the running top 10 when they were evaluated, in call order.
+
+    Both curves (best score and top-10 mean at every call budget) depend only on these: a record
+    that is not among the 10 best so far never counts again, so the raw file keeps the curves
+    exactly with a few dozen points per run."""
+    kept, top = [], []
+    for call, score in sorted(records, key=lambda r: r[0]):
+        if len(top) < 10 or score > top[-1]:
+            kept.append([call, score])
+            top = sorted([*top, score], reverse=True)[:10]
+    return kept
+
+
+def raw_data(out: Path, tasks: list[str], arms: list[str], calls: int, seeds: int, policy_seed: int,
+             minutes: dict[str, float], loads: list[float]) -> dict[str, Any]:
+    """The per-run figures every table and plot of this benchmark uses (``benchmarks/reports/policy_samples.py``)."""
+    keep = ("evaluated", "copies", "failed", "rollouts", "generated", "trainer_steps", "versions_sampled",
+            "window_calls", "reward_by_window", "copies_by_window", "wall_s")
+    per_run = []
+    for task in tasks:
+        for arm in arms:
+            dirs = sorted((out / task.replace(":", "_") / arm).glob("seed*"))
+            for d in dirs:
+                if not (d / "run.json").exists() or int(d.name[4:]) >= seeds:
+                    continue
+                summary = json.loads((d / "run.json").read_text())
+                per_run.append({"task": task, "arm": arm, "seed": int(d.name[4:]),
+                                **{k: summary.get(k) for k in keep},
+                                "records": top10_records(read_records(d / "evaluations.jsonl"))})
+    return {"seeds": list(range(seeds)), "tasks": tasks, "arms": arms, "calls": calls, "policy_seed": policy_seed,
+            "minutes_per_task": minutes, "load_at_task_boundaries": loads, "runs": per_run}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="expr_evolution,suite:t30,suite:t33", help="expr_evolution and/or suite:tNN")
@@ -294,6 +329,8 @@ def main() -> None:
     ap.add_argument("--report", type=Path, default=ROOT / "benchmarks" / "results" / "policy_samples.md")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench_policy_samples.png")
     ap.add_argument("--report-only", action="store_true", help="run nothing: rebuild from the runs under --out")
+    ap.add_argument("--raw", default="policy_samples",
+                    help="raw result name: benchmarks/results/NAME.json (rendered by benchmarks/report.py)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
@@ -315,6 +352,7 @@ def main() -> None:
 
     from qdevolve.rl.tiny import tiny_policy_dir
 
+    measured = start_meta()  # the tree measured (the raw file's commit and dirty flag)
     policy = str(tiny_policy_dir("expr_edit", seed=args.policy_seed))  # built once (about 16 min) if not cached
     started, loads, minutes = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), [os.getloadavg()[0]], {}
     for task in tasks:
@@ -334,7 +372,11 @@ def main() -> None:
     text = render(args.out, tasks, arms, args.calls, head, args.plot, minutes, seeds=args.seeds)
     args.report.write_text(text)
     print(text)
-    print(f"wrote {args.report} and {args.plot}")
+    command = (f"nice -n {os.nice(0)} " if os.nice(0) else "") + " ".join(["python", "benchmarks/bench_policy_samples.py", *sys.argv[1:]])
+    raw = write_raw(args.raw, raw_data(args.out, tasks, arms, args.calls, args.seeds, args.policy_seed, minutes,
+                                       loads),
+                    command=command, meta=measured)
+    print(f"wrote {args.report}, {args.plot} and {raw}")
 
 
 if __name__ == "__main__":
