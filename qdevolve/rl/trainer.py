@@ -160,7 +160,7 @@ class PolicyTrainer:
         else:
             raise ConfigError(f"objective {objective!r} has neither advantages(group) nor update(model, evaluate_fn)")
         self.tokenizer = tokenizer
-        self.device = place(model, device)  # the one device path the backends use too
+        self.device = place(model, device if device is not None else self.config.device)  # the backends' path too
         self.base: BaseIdentity | None = base  # a LoRA run's base (versions are adapters of it)
         if checkpoints.is_adapter_model(model) or self.config.use_lora:
             from qdevolve.rl.lora import wrap_lora
