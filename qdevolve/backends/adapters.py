@@ -21,9 +21,11 @@ base. :func:`identity_of_model` names the base of an in-memory model: its
 
 **Trust.** A directory a database names is an adversary's choice. Nothing here hands it to
 PEFT's or transformers' own loaders: ``adapter_config.json`` is data, parsed as JSON, of which
-only LoRA's shape fields are used (:func:`read_adapter_config`: a field that would load code,
-other files or other modules, such as ``auto_mapping``, ``megatron_config`` or
-``modules_to_save``, set to anything but its empty default is refused), its target names must
+only LoRA's shape fields are used (:func:`read_adapter_config`: names of a base or a class,
+``base_model_name_or_path``, ``revision``, ``auto_mapping``, are ignored, never looked up; a
+field that would change what is loaded or import a module, such as ``megatron_config`` /
+``megatron_core``, ``modules_to_save`` or ``layers_to_transform``, set to anything but its
+empty default is refused), its target names must
 be projection layers of the base in the base's own weight layout, the weights are read from
 ``adapter_model.safetensors`` only (a pickled ``.bin`` is refused), and their names and shapes
 are checked against the injected adapter before a tensor is read.
@@ -239,7 +241,8 @@ def check_base(meta: VersionMeta | None, served: BaseIdentity | None, *, directo
 # -- adapter_config.json: data, never a loader's instructions ------------------------------------
 _SHAPE = {"r", "lora_alpha", "lora_dropout", "target_modules", "fan_in_fan_out", "bias", "use_rslora"}
 _IGNORED = {"peft_type", "task_type", "base_model_name_or_path", "revision", "inference_mode", "init_lora_weights",
-            "peft_version"}  # informational; qdevolve never loads anything they name
+            "peft_version", "auto_mapping"}  # informational: qdevolve never loads anything they name (the
+# config is rebuilt from the shape fields and applied to a model already loaded; no Auto* class is looked up)
 _DEFAULTS = {"megatron_core": "megatron.core", "qalora_group_size": None}  # non-empty defaults, unused
 
 

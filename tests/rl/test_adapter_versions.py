@@ -82,16 +82,21 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
-@pytest.fixture
-def lora_run(tmp_path):
-    """A LoRA run of 3 steps over a base loaded from a directory: (store, trainer, base dir)."""
-    base = save_base(tmp_path / "base")
-    store = LineageStore(tmp_path / "run.sqlite")
+def _lora_run(tmp: Path, steps: int = 3):
+    base = save_base(tmp / "base")
+    store = LineageStore(tmp / "run.sqlite")
     trainer = PolicyTrainer(AutoModelForCausalLM.from_pretrained(base), ByT5Tokenizer(), grpo(),
                             TrainerConfig(use_lora=True, lora_r=2, learning_rate=5e-2), store=store)
     trainer.save_version()
-    train(trainer, 3)
+    train(trainer, steps)
     return store, trainer, base
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory):
+    """A LoRA run of 3 steps over a base loaded from a directory: (store, trainer, base dir).
+    Shared by the tests that only read it."""
+    return _lora_run(tmp_path_factory.mktemp("lora-run"))
 
 
 def test_lora_versions_are_adapter_directories_naming_their_base(lora_run):
@@ -131,23 +136,25 @@ def test_load_version_and_resume_reproduce_the_trained_policy(lora_run):
     a = resumed.optimizer.state_dict()["state"]
     b = trainer.optimizer.state_dict()["state"]
     assert a.keys() == b.keys() and all(torch.equal(a[k]["exp_avg"], b[k]["exp_avg"]) for k in a)
-    train(resumed, 1)
-    assert Path(store.policy_versions(trainer.run_id)[-1]["path"]).name == "v4"
+    gen = torch.Generator().manual_seed(1)
+    s = sample_group(resumed.model, resumed.tokenizer, "hello", 2, 4, generator=gen)
+    resumed.step([RolloutGroup(rewards=np.array([1.0, 0.0]), token_ids=[x[1] for x in s], prompt="hello")])
+    assert not torch.allclose(logits(resumed.model), expected, atol=1e-6)
 
 
-def test_a_version_never_loads_over_another_base(lora_run, tmp_path):
-    store, trainer, base = lora_run
+def test_a_version_never_loads_over_another_base(tmp_path):
+    store, trainer, base = _lora_run(tmp_path / "run", steps=1)
     before = base_identity(base)
     other = save_base(tmp_path / "other", seed=1)
     with pytest.raises(ConfigError) as info:
-        checkpoints.load_version(store, trainer.run_id, 2, base=other)
+        checkpoints.load_version(store, trainer.run_id, 1, base=other)
     msg = str(info.value)
     after = base_identity(other)
-    assert trainer.run_id[:12] in msg and "policy version 2" in msg
+    assert trainer.run_id[:12] in msg and "policy version 1" in msg
     assert before.sha256[:16] in msg and after.sha256[:16] in msg
     # the recorded directory re-prepared with other weights: refused too
     llama(seed=2).save_pretrained(base)
-    with pytest.raises(ConfigError, match=r"policy version 3 .* was trained on base .*but the base here is"):
+    with pytest.raises(ConfigError, match=r"policy version 1 .* was trained on base .*but the base here is"):
         checkpoints.load_version(store, trainer.run_id)
 
 
@@ -186,19 +193,20 @@ def test_full_fine_tuning_versions_stay_full_directories(tmp_path):
     assert loaded.kind == "full" and torch.allclose(logits(loaded.model), logits(trainer.model), atol=1e-6)
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.run([sys.executable, "-m", "qdevolve", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+def _export(*args: str):
+    from click.testing import CliRunner
+
+    from qdevolve.cli import cli
+
+    return CliRunner().invoke(cli, ["policy", "export", *args])
 
 
 def test_policy_export_writes_a_merged_plain_directory(lora_run, tmp_path):
     store, trainer, base = lora_run
     db = str(store.path)
-    r = _cli("policy", "export", trainer.run_id[:8], "--version", "2", "--out", str(tmp_path / "v2"), "--db", db,
-             cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "policy version 2" in r.stdout and str(tmp_path / "v2") in r.stdout
+    r = _export(trainer.run_id[:8], "--version", "2", "--out", str(tmp_path / "v2"), "--db", db)
+    assert r.exit_code == 0, r.output
+    assert "policy version 2" in r.output and str(tmp_path / "v2") in r.output
     out = tmp_path / "v2"
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
     assert not (out / ADAPTER_CONFIG).exists()  # plain: loads without PEFT
@@ -207,8 +215,22 @@ def test_policy_export_writes_a_merged_plain_directory(lora_run, tmp_path):
     v2 = checkpoints.load_version(store, trainer.run_id, 2)
     assert torch.allclose(logits(merged), logits(v2.model), atol=1e-5)
     assert not torch.allclose(logits(merged), logits(AutoModelForCausalLM.from_pretrained(base)), atol=1e-4)
-    again = _cli("policy", "export", trainer.run_id, "--out", str(out), "--db", db, cwd=tmp_path)
-    assert again.returncode == 2 and "not an empty directory" in again.stderr
+    again = _export(trainer.run_id, "--out", str(out), "--db", db)
+    assert again.exit_code != 0 and "not an empty directory" in str(again.exception)
+
+
+@pytest.mark.slow
+def test_policy_export_from_the_shell(lora_run, tmp_path):
+    """The installed command line, as a user types it (a real subprocess; the latest version)."""
+    store, trainer, base = lora_run
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    r = subprocess.run([sys.executable, "-m", "qdevolve", "policy", "export", trainer.run_id, "--out",
+                        str(tmp_path / "latest"), "--db", str(store.path)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "policy version 3" in r.stdout
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "latest")
+    assert torch.allclose(logits(merged), logits(trainer.model), atol=1e-5)
 
 
 # -- adapter_config.json is data ------------------------------------------------------------------
@@ -220,7 +242,7 @@ def _copy_version(src: Path, dst: Path) -> Path:
 
 
 @pytest.mark.parametrize("change, error", [
-    ({"auto_mapping": {"base_model_class": "os.system"}}, "field 'auto_mapping'"),
+    ({"layers_to_transform": [0]}, "field 'layers_to_transform'"),
     ({"megatron_config": {"x": 1}, "megatron_core": "subprocess"}, "field 'megatron_c"),
     ({"modules_to_save": ["lm_head"]}, "field 'modules_to_save'"),
     ({"target_modules": ".*proj"}, "no regular expressions"),
