@@ -40,7 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from qdevolve import registry
-from qdevolve.backends.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, VERSION_FILE, read_meta, version_kind
+from qdevolve.backends.adapters import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    VERSION_FILE,
+    read_meta,
+    version_kind,
+)
 from qdevolve.backends.base import Completion, GenerationRequest
 from qdevolve.errors import ConfigError, RunAborted
 

@@ -22,9 +22,8 @@ import asyncio
 import gc
 import threading
 import time
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from qdevolve import registry
 from qdevolve.backends.adapters import (

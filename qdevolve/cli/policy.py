@@ -27,8 +27,10 @@ def policy() -> None:
 @click.option("--version", "version", type=int, default=None, help="The policy version (default: the latest).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="New (or empty) directory to write the merged model and tokenizer to.")
+@click.option("--base", "base", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="The base model's directory when it moved since training (its content hash is checked).")
 @db_option(help="Lineage database holding the run: a .sqlite path or a SQLAlchemy URL (default: $QDEVOLVE_DB).")
-def export(run_id: str, version: int | None, out: Path, db: str) -> None:
+def export(run_id: str, version: int | None, out: Path, base: Path | None, db: str) -> None:
     """Write RUN_ID's policy VERSION merged (adapter + base) as a plain Hugging Face directory."""
     from qdevolve.backends.transformers_backend import quiet_transformers
     from qdevolve.db.store import open_store
@@ -40,5 +42,5 @@ def export(run_id: str, version: int | None, out: Path, db: str) -> None:
         rid = store.resolve_run(run_id)
         rows = store.policy_versions(rid)
         chosen = version if version is not None else (rows[-1]["version"] if rows else None)
-        path = export_version(store, rid, version, out)
+        path = export_version(store, rid, version, out, base=base)
     click.echo(terminal_safe_line(f"run {rid[:12]} policy version {chosen} in {shown(db)}: exported to {path}"))

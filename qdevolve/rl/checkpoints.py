@@ -234,6 +234,10 @@ def load_version(store: LineageStore, run_id: str, version: int | None = None, *
             raise ConfigError(f"run {run_id[:12]} policy version {row['version']}: {path} is an adapter without "
                               "qdevolve_version.json naming its base")
         base_dir = Path(base) if base is not None else Path(meta.base.path)
+        if base is None and not (base_dir / "config.json").is_file():
+            raise ConfigError(f"run {run_id[:12]} policy version {row['version']} is an adapter of base "
+                              f"{meta.base.describe()}, and that directory is gone; pass the base's new directory "
+                              "(load_version(..., base=DIR), qdevolve policy export --base DIR)")
         identity = base_identity(base_dir)
         check_base(meta, identity, directory=path, run_id=run_id, version=int(row["version"]))
         model = attach_adapter(load_model_dir(base_dir), path, name="default", trainable=trainable)
@@ -245,9 +249,11 @@ def load_version(store: LineageStore, run_id: str, version: int | None = None, *
     return LoadedVersion(row, model, tokenizer, state, kind, identity)
 
 
-def export_version(store: LineageStore, run_id: str, version: int | None, out: str | Path) -> Path:
+def export_version(store: LineageStore, run_id: str, version: int | None, out: str | Path, *,
+                   base: str | Path | None = None) -> Path:
     """Write version ``version`` (latest: ``None``) of ``run_id`` as a plain, merged Hugging Face
-    directory ``out`` (model and tokenizer; an adapter merged into its base).
+    directory ``out`` (model and tokenizer; an adapter merged into its base, found where the
+    version records it or at ``base``, hash-checked either way).
 
     Raises:
         ConfigError: ``out`` exists and is not an empty directory.
@@ -255,7 +261,7 @@ def export_version(store: LineageStore, run_id: str, version: int | None, out: s
     target = Path(out).absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigError(f"{target}: exists and is not an empty directory; choose a new --out")
-    loaded = load_version(store, run_id, version)
+    loaded = load_version(store, run_id, version, base=base)
     model = loaded.model.merge_and_unload() if loaded.kind == "adapter" else loaded.model
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target)
