@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,7 @@ def test_load_version_and_resume_reproduce_the_trained_policy(lora_run):
 
 def test_a_version_never_loads_over_another_base(tmp_path):
     store, trainer, base = _lora_run(tmp_path / "run", steps=1)
+    moved = Path(shutil.copytree(base, tmp_path / "moved"))
     before = base_identity(base)
     other = save_base(tmp_path / "other", seed=1)
     with pytest.raises(ConfigError) as info:
@@ -156,6 +158,16 @@ def test_a_version_never_loads_over_another_base(tmp_path):
     llama(seed=2).save_pretrained(base)
     with pytest.raises(ConfigError, match=r"policy version 1 .* was trained on base .*but the base here is"):
         checkpoints.load_version(store, trainer.run_id)
+    # the base moved: the error says where it was and how to name the new place, which is then checked
+    shutil.rmtree(base)
+    with pytest.raises(ConfigError, match="that directory is gone; pass the base's new directory"):
+        checkpoints.load_version(store, trainer.run_id)
+    assert torch.allclose(logits(checkpoints.load_version(store, trainer.run_id, base=moved).model),
+                          logits(trainer.model), atol=1e-6)
+    r = _export(trainer.run_id, "--out", str(tmp_path / "out"), "--base", str(moved), "--db", str(store.path))
+    assert r.exit_code == 0, r.output
+    assert torch.allclose(logits(AutoModelForCausalLM.from_pretrained(tmp_path / "out")), logits(trainer.model),
+                          atol=1e-5)
 
 
 def test_a_base_built_in_memory_is_saved_once_beside_the_versions(tmp_path):
