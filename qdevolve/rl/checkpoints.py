@@ -249,6 +249,22 @@ def load_version(store: LineageStore, run_id: str, version: int | None = None, *
     return LoadedVersion(row, model, tokenizer, state, kind, identity)
 
 
+def _without_gguf_marker(model: Any) -> Any:
+    """``model`` as a plain model when its config still carries a ``gguf`` quantization config
+    over plain float weights (a directory converted from a GGUF, such as a prepared known model):
+    transformers refuses to ``save_pretrained`` such a model, so its weights are copied into a
+    model built from the config without the marker."""
+    qc = getattr(model.config, "quantization_config", None)
+    method = qc.get("quant_method") if isinstance(qc, dict) else getattr(qc, "quant_method", None)
+    if qc is None or "gguf" not in str(method).lower():
+        return model
+    config = copy.deepcopy(model.config)
+    del config.quantization_config
+    plain = type(model)(config)
+    plain.load_state_dict(model.state_dict())
+    return plain.to(dtype=next(model.parameters()).dtype)
+
+
 def export_version(store: LineageStore, run_id: str, version: int | None, out: str | Path, *,
                    base: str | Path | None = None) -> Path:
     """Write version ``version`` (latest: ``None``) of ``run_id`` as a plain, merged Hugging Face
@@ -263,6 +279,7 @@ def export_version(store: LineageStore, run_id: str, version: int | None, out: s
         raise ConfigError(f"{target}: exists and is not an empty directory; choose a new --out")
     loaded = load_version(store, run_id, version, base=base)
     model = loaded.model.merge_and_unload() if loaded.kind == "adapter" else loaded.model
+    model = _without_gguf_marker(model)
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target)
     loaded.tokenizer.save_pretrained(target)

@@ -296,3 +296,20 @@ def test_weights_are_safetensors_with_the_adapter_s_names_and_shapes(lora_run, t
     with pytest.raises(ConfigError, match="unexpected"):
         attach_adapter(model, narrow, name="v1")
     assert not hasattr(model, "peft_config") and torch.equal(logits(model), expected)
+
+
+def test_export_over_a_base_converted_from_gguf(tmp_path):
+    """A prepared known model's config.json keeps its GGUF quantization marker over plain float
+    weights; transformers refuses to save a model loaded from it, so export rebuilds it plain."""
+    base = save_base(tmp_path / "base")
+    cfg = json.loads((base / "config.json").read_text())
+    cfg["quantization_config"] = {"dequantize": False, "gguf_file": "m.gguf", "quant_method": "gguf"}
+    (base / "config.json").write_text(json.dumps(cfg))
+    store = LineageStore(tmp_path / "run.sqlite")
+    trainer = PolicyTrainer(checkpoints.load_model_dir(base), ByT5Tokenizer(), grpo(),
+                            TrainerConfig(use_lora=True, lora_r=2, learning_rate=5e-2), store=store)
+    trainer.save_version()
+    train(trainer, 1)
+    out = checkpoints.export_version(store, trainer.run_id, None, tmp_path / "out")
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())
+    assert torch.allclose(logits(AutoModelForCausalLM.from_pretrained(out)), logits(trainer.model), atol=1e-5)
