@@ -115,7 +115,7 @@ def ensure_base(store: LineageStore, run_id: str, model: Any, tokenizer: Any) ->
                               "or set train.checkpoint_dir")
     else:
         target.mkdir(parents=True, exist_ok=True)
-        plain.save_pretrained(target)
+        _without_gguf_marker(plain).save_pretrained(target)
         tokenizer.save_pretrained(target)
     return base_identity(target)
 
@@ -139,7 +139,7 @@ def save_version(store: LineageStore, run_id: str, *, version: int, parent: int 
     else:
         base = None
         plain = copy.deepcopy(model).merge_and_unload() if is_adapter_model(model) else model
-        plain.save_pretrained(target)
+        _without_gguf_marker(plain).save_pretrained(target)
         tokenizer.save_pretrained(target)
         write_meta(target, VersionMeta("full", run_id, version))
     torch.save(plain_state(trainer_state), target / "trainer_state.pt")

@@ -313,3 +313,18 @@ def test_export_over_a_base_converted_from_gguf(tmp_path):
     out = checkpoints.export_version(store, trainer.run_id, None, tmp_path / "out")
     assert "quantization_config" not in json.loads((out / "config.json").read_text())
     assert torch.allclose(logits(AutoModelForCausalLM.from_pretrained(out)), logits(trainer.model), atol=1e-5)
+
+
+def test_full_versions_of_a_base_converted_from_gguf_save(tmp_path):
+    """Full fine-tuning of a prepared (GGUF-converted) model stores its versions too."""
+    base = save_base(tmp_path / "base")
+    cfg = json.loads((base / "config.json").read_text())
+    cfg["quantization_config"] = {"dequantize": False, "gguf_file": "m.gguf", "quant_method": "gguf"}
+    (base / "config.json").write_text(json.dumps(cfg))
+    store = LineageStore(tmp_path / "run.sqlite")
+    trainer = PolicyTrainer(checkpoints.load_model_dir(base), ByT5Tokenizer(), grpo(),
+                            TrainerConfig(learning_rate=1e-2), store=store)
+    trainer.save_version()
+    train(trainer, 1)
+    loaded = checkpoints.load_version(store, trainer.run_id)
+    assert loaded.kind == "full" and torch.allclose(logits(loaded.model), logits(trainer.model), atol=1e-6)
