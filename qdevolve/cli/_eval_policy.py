@@ -64,12 +64,10 @@ def _chosen(rows: dict[int, dict[str, Any]], sel: Selection, run_id: str) -> lis
 
 def evaluate_versions(db: str, run_ids: tuple[str, ...], sel: Selection, *, store_results: bool = True) -> dict[str, Any]:
     """Score the selected versions of ``run_ids`` (default: the latest run); the report dict."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from qdevolve.backends.transformers_backend import quiet_transformers
     from qdevolve.db.store import open_store
     from qdevolve.progress import phase
+    from qdevolve.rl.checkpoints import load_version
     from qdevolve.rl.tasks import get_task
     from qdevolve.rl.tasks.runner import evaluate_policy, summarize
 
@@ -85,10 +83,10 @@ def evaluate_versions(db: str, run_ids: tuple[str, ...], sel: Selection, *, stor
             raise ConfigError(f"run {run_id} in {shown(db)} has no policy versions; train one with qdevolve train")
         plan.append((run_id, rows, _chosen(rows, sel, run_id), _base_identity(store.get_run(run_id))))
 
-    def score(path: str) -> Any:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        tok = AutoTokenizer.from_pretrained(path)
-        return evaluate_policy(task, model, tok, prompts, n=sel.n, seed=sel.seed)
+    def score(run_id: str, version: int) -> Any:
+        """Either kind of version: a full directory, or an adapter over its recorded base."""
+        loaded = load_version(store, run_id, version)
+        return evaluate_policy(task, loaded.model.eval(), loaded.tokenizer, prompts, n=sel.n, seed=sel.seed)
 
     bases: dict[str, tuple[str, Any]] = {}  # identity -> (run id whose v0 was scored, evaluations)
     report: dict[str, Any] = {"task": sel.task, "task_args": sel.task_args, "split": sel.split, "n": sel.n,
@@ -101,7 +99,7 @@ def evaluate_versions(db: str, run_ids: tuple[str, ...], sel: Selection, *, stor
                total=todo) as advance:
         for run_id, rows, chosen, identity in plan:
             if identity not in bases and 0 in rows:
-                bases[identity] = (run_id, score(rows[0]["path"]))
+                bases[identity] = (run_id, score(run_id, 0))
                 done += 1
                 advance(done)
                 report["versions"].append(_row(run_id, rows[0], summarize(bases[identity][1], ks=sel.ks),
@@ -112,7 +110,7 @@ def evaluate_versions(db: str, run_ids: tuple[str, ...], sel: Selection, *, stor
                     continue  # already scored (and reported) as this run's base
                 if v == 0 and base is not None:
                     continue  # the same base as an earlier run's: scored once
-                evals = score(rows[v]["path"])
+                evals = score(run_id, v)
                 done += 1
                 advance(done)
                 metrics = summarize(evals, base[1] if base is not None else None, ks=sel.ks)

@@ -66,6 +66,9 @@ class TrainerConfig:
                                         "output head, read from the model: q_proj..down_proj for Llama/Qwen, "
                                         "c_attn, c_proj, c_fc for GPT-2)."})
     seed: int = field(default=0, metadata={"help": "Seed of the trainer's torch generator."})
+    device: str | None = field(
+        default=None, metadata={"help": "Where to train: cpu, cuda, cuda:N or auto (None: where the model already "
+                                        "is; a backend sharing the model samples there too)."})
 
     def __post_init__(self) -> None:
         if self.loss_type is not None and self.loss_type not in LOSS_TYPES:

@@ -1,61 +1,37 @@
-"""LoRA settings read from the model itself: which modules to adapt and their weight layout.
+"""The trainer's LoRA: adapters fitted to the model's architecture (Hu et al. 2021, LoRA).
 
-Targets are the leaf names of the model's projection layers: every ``torch.nn.Linear`` and
-every transformers ``Conv1D`` (GPT-2's layer, which stores its weight as (in, out)) except
-the output head (the module ``get_output_embeddings()`` returns). So a Llama, Qwen or
-Mistral model gets ``q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj`` and a
-GPT-2 gets ``c_attn, c_proj, c_fc``. ``fan_in_fan_out`` (peft's flag for transposed
-weights) is true exactly when the targets are ``Conv1D``; a model mixing both layouts under
-the chosen names cannot take one LoRA config and is refused.
+Each adapted projection ``W`` (a Linear or GPT-2 Conv1D layer) computes
+``W x + (alpha / r) B A x`` with ``A`` (r x in) and ``B`` (out x r) trained and ``W`` frozen;
+``B`` starts at zero, so version 0 of a LoRA run is exactly its base. Which layers and
+their weight layout come from the model (:func:`lora_targets`, shared with the backends that
+load the adapters: :mod:`qdevolve.backends.lora_layout`); rank, alpha and dropout from
+:class:`~qdevolve.rl.config.TrainerConfig`. A policy version of a LoRA run is the adapter
+alone (:mod:`qdevolve.backends.adapters`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from qdevolve.errors import ConfigError
+from qdevolve.backends.lora_layout import lora_targets
 
-__all__ = ["lora_targets"]
-
-
-def _layout(module: Any) -> str | None:
-    import torch
-
-    if isinstance(module, torch.nn.Linear):
-        return "linear"
-    if type(module).__name__ == "Conv1D" and type(module).__module__.startswith("transformers"):
-        return "conv1d"
-    return None
+__all__ = ["lora_targets", "wrap_lora"]
 
 
-def lora_targets(model: Any, names: Sequence[str] | None = None) -> tuple[list[str], bool]:
-    """``(target module names, fan_in_fan_out)`` for ``model``.
+def wrap_lora(model: Any, config: Any) -> Any:
+    """``model`` wrapped with one trainable LoRA adapter (``default``) on :func:`lora_targets`.
 
     Args:
-        model: A transformers causal LM.
-        names: Target names the user chose (``None``: every projection but the output head).
-
-    Raises:
-        ConfigError: no module matches, or the matches mix Linear and Conv1D layouts.
+        model: A transformers causal LM (a ``PeftModel`` is returned unchanged: a resumed LoRA
+            run keeps training its adapter).
+        config: A :class:`~qdevolve.rl.config.TrainerConfig` (``lora_r``, ``lora_alpha``,
+            ``lora_dropout``, ``lora_target_modules``).
     """
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    found: dict[str, set[str]] = {}
-    for full, module in model.named_modules():
-        kind = _layout(module)
-        leaf = full.rsplit(".", 1)[-1]
-        if kind is None or module is head or not full:
-            continue
-        if names is not None and leaf not in names:
-            continue
-        found.setdefault(leaf, set()).add(kind)
-    if not found:
-        wanted = "any projection layer" if names is None else f"any of {', '.join(names)}"
-        raise ConfigError(f"LoRA: {type(model).__name__} has no Linear or Conv1D module named {wanted}; set "
-                          f"lora_target_modules to names from model.named_modules()")
-    kinds = set().union(*found.values())
-    if len(kinds) > 1:
-        conv = sorted(n for n, k in found.items() if "conv1d" in k)
-        raise ConfigError(f"LoRA: {type(model).__name__} mixes Conv1D ({', '.join(conv)}) and Linear targets; "
-                          f"set lora_target_modules to names of one kind")
-    return sorted(found), kinds == {"conv1d"}
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if isinstance(model, PeftModel):
+        return model
+    targets, transposed = lora_targets(model, config.lora_target_modules)
+    return get_peft_model(model, LoraConfig(
+        r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+        target_modules=targets, fan_in_fan_out=transposed, task_type="CAUSAL_LM"))

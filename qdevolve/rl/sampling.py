@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from qdevolve.backends.device import model_device
+
 __all__ = ["sample_group", "sample_batch", "completion_logprobs", "answer_logprobs", "encode_prompt"]
 
 Sample = tuple[str, list[int], list[float]]
@@ -75,7 +77,7 @@ def sample_batch(model: Any, tokenizer: Any, prompts: Sequence[str | Sequence[in
         raise ValueError(f"temperature must be > 0 (or use greedy=True), got {temperature}")
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     encoded = [encode_prompt(tokenizer, p) if isinstance(p, str) else list(p) for p in prompts]
     rows = [ids for ids in encoded for _ in range(G)]
@@ -143,7 +145,7 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[Sequence[int]], complet
         if c:
             c_ids[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
             c_mask[i, : len(c)] = 1.0
-    device = next(model.parameters()).device
+    device = model_device(model)
     ids = torch.cat([p_ids, c_ids], 1).to(device)
     att = torch.cat([p_mask, c_mask.long()], 1).to(device)
     pos = _positions(att)

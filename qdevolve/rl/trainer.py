@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from qdevolve.backends.adapters import BaseIdentity
+from qdevolve.backends.device import model_device, place
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
 from qdevolve.rl import checkpoints
@@ -134,6 +136,11 @@ class PolicyTrainer:
         store: Lineage store for rollouts and policy versions (optional).
         run_id: The run the versions and rollouts belong to (created when missing).
         ref_model: Reference policy for the KL term (default: a frozen copy of ``model``).
+        device: Where to train (``cpu``, ``cuda``, ``auto``; default: where ``model`` already is),
+            through :func:`qdevolve.backends.device.place`, the backends' own path; when a
+            backend later moves the shared model, the trainer follows it (:meth:`follow_device`).
+        base: A LoRA run's base identity (default: read from ``model``'s directory,
+            :func:`~qdevolve.backends.adapters.identity_of_model`).
 
     Raises:
         ConfigError: the objective is neither kind.
@@ -141,7 +148,8 @@ class PolicyTrainer:
 
     def __init__(self, model: Any, tokenizer: Any, objective: Objective | ParameterObjective,
                  config: TrainerConfig | None = None, *, store: LineageStore | None = None,
-                 run_id: str | None = None, ref_model: Any = None) -> None:
+                 run_id: str | None = None, ref_model: Any = None, device: Any = None,
+                 base: BaseIdentity | None = None) -> None:
         self.config = config or TrainerConfig()
         self.objective = objective
         self.es: ESTrainer | None = None  # set for a parameter-space objective: es_step() drives it
@@ -152,15 +160,16 @@ class PolicyTrainer:
         else:
             raise ConfigError(f"objective {objective!r} has neither advantages(group) nor update(model, evaluate_fn)")
         self.tokenizer = tokenizer
-        if self.config.use_lora:
-            from peft import LoraConfig, get_peft_model
+        self.device = place(model, device if device is not None else self.config.device)  # the backends' path too
+        self.base: BaseIdentity | None = base  # a LoRA run's base (versions are adapters of it)
+        if checkpoints.is_adapter_model(model) or self.config.use_lora:
+            from qdevolve.rl.lora import wrap_lora
 
-            from qdevolve.rl.lora import lora_targets
+            if self.base is None and not checkpoints.is_adapter_model(model):
+                from qdevolve.backends.adapters import identity_of_model
 
-            targets, transposed = lora_targets(model, self.config.lora_target_modules)
-            model = get_peft_model(model, LoraConfig(
-                r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
-                target_modules=targets, fan_in_fan_out=transposed, task_type="CAUSAL_LM"))
+                self.base = identity_of_model(model)  # None: saved beside the versions at the first save
+            model = wrap_lora(model, self.config)
         self.model = model
         # None in the config: the objective decides; a value the user set always wins.
         self.loss_type: str = self.config.loss_type or self.hints.loss_type or "grpo"
@@ -201,6 +210,21 @@ class PolicyTrainer:
         c = self.config
         return torch.optim.AdamW(params, lr=c.learning_rate, betas=(c.adam_beta1, c.adam_beta2),
                                  eps=c.adam_epsilon, weight_decay=c.weight_decay)
+
+    def follow_device(self) -> Any:
+        """The model's device now (:func:`~qdevolve.backends.device.model_device`). When a backend
+        sharing the model moved it (``TransformersBackend(model, device="cuda")``), the reference
+        policy and the optimiser's moments are moved after it, so the next step runs there."""
+        dev = model_device(self.model)
+        if dev != self.device:
+            if self.ref_model is not None:
+                place(self.ref_model, dev)
+            for st in self.optimizer.state.values():
+                for k, v in st.items():
+                    if torch.is_tensor(v) and k != "step":
+                        st[k] = v.to(dev)
+            self.device = dev
+        return dev
 
     def reset_reference(self) -> None:
         """Hard-reset the reference policy to the current one (and the optimiser, per config)."""
@@ -244,6 +268,7 @@ class PolicyTrainer:
             raise ValueError("PolicyTrainer needs at least one group")
         if self.es is not None:
             raise ConfigError("objective 'es' updates parameters directly; call es_step(evaluate_fn)")
+        self.follow_device()
         advs = self._advantages(groups)
         b_prompts, b_comps, b_adv, b_old = [], [], [], []
         for g, a in zip(groups, advs, strict=True):
@@ -377,8 +402,15 @@ class PolicyTrainer:
         return {"global_step": self.global_step, "version": self.version,
                 "es_iteration": None if self.es is None else self.es.objective.iteration,
                 "optimizer": self.optimizer.state_dict(),
-                "ref_model": None if self.ref_model is None else self.ref_model.state_dict(),
+                "ref_model": None if self.ref_model is None else self._ref_state(),
                 "generator": self.generator.get_state()}
+
+    def _ref_state(self) -> dict[str, Any]:
+        """The reference policy's weights; in a LoRA run its adapter only (the base is shared and frozen)."""
+        state = self.ref_model.state_dict()
+        if checkpoints.is_adapter_model(self.model):
+            state = {k: v for k, v in state.items() if "lora_" in k}
+        return {k: v.detach().cpu() for k, v in state.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.global_step = int(state["global_step"])
@@ -389,7 +421,11 @@ class PolicyTrainer:
         if state.get("ref_model") is not None:
             if self.ref_model is None:
                 self.ref_model = self._frozen_copy()
-            self.ref_model.load_state_dict(state["ref_model"])
+            partial = checkpoints.is_adapter_model(self.model)  # a LoRA run stores the reference's adapter only
+            missing, unexpected = self.ref_model.load_state_dict(state["ref_model"], strict=not partial)
+            if partial and (unexpected or any("lora_" in k for k in missing)):
+                raise ConfigError(f"trainer state: the reference adapter does not fit this model (missing "
+                                  f"{[k for k in missing if 'lora_' in k][:3]}, unexpected {list(unexpected)[:3]})")
         if state.get("generator") is not None:
             self.generator.set_state(state["generator"])
 
@@ -410,20 +446,30 @@ class PolicyTrainer:
             self.es.version = self.version
         checkpoints.save_version(self.store, self.run_id, version=self.version, parent=parent, model=self.model,
                                  tokenizer=self.tokenizer, trainer_state=self.state_dict(),
-                                 objective=self.objective_name, step=self.global_step,
-                                 merge_lora=self.config.use_lora, metrics=metrics, path=path,
-                                 extra_state=extra_state)
+                                 objective=self.objective_name, step=self.global_step, base=self._base_for_save(),
+                                 metrics=metrics, path=path, extra_state=extra_state)
         return self.version
+
+    def _base_for_save(self) -> BaseIdentity | None:
+        """A LoRA run's base identity, its base saved beside the versions first when no directory holds it."""
+        if not checkpoints.is_adapter_model(self.model):
+            return None
+        if self.base is None:
+            self.base = checkpoints.ensure_base(self.store, self.run_id, self.model, self.tokenizer)  # type: ignore[arg-type]
+        return self.base
 
     @classmethod
     def from_store(cls, store: LineageStore, run_id: str, objective: Objective | ParameterObjective,
-                   config: TrainerConfig | None = None, *, version: int | None = None) -> PolicyTrainer:
-        """Resume: load a stored version's weights and trainer state (latest by default)."""
-        loaded = checkpoints.load_version(store, run_id, version)
+                   config: TrainerConfig | None = None, *, version: int | None = None,
+                   device: Any = None) -> PolicyTrainer:
+        """Resume: load a stored version's weights and trainer state (latest by default), on ``device``."""
+        loaded = checkpoints.load_version(store, run_id, version, trainable=True)
         config = config or TrainerConfig()
-        if config.use_lora:
-            config = config.replace(use_lora=False)  # the saved model is merged; new adapters start fresh
-        trainer = cls(loaded.model, loaded.tokenizer, objective, config, store=store, run_id=run_id)
+        # The version's kind decides: an adapter version keeps training its adapter (optimiser
+        # moments line up), a full version trains all weights.
+        config = config.replace(use_lora=loaded.kind == "adapter")
+        trainer = cls(loaded.model, loaded.tokenizer, objective, config, store=store, run_id=run_id,
+                      device=device, base=loaded.base)
         if loaded.trainer_state is not None:
             trainer.load_state_dict(loaded.trainer_state)
         trainer.version = loaded.version

@@ -75,11 +75,20 @@ def test_completions_from_request_output():
     assert math.isnan(missing[0].logprobs[0])
 
 
-def test_lora_request_args():
-    assert lora_request_args(0, "/ckpt/v0") == ("policy-v0", 1, "/ckpt/v0")
-    assert lora_request_args(7, "/ckpt/v7")[1] == 8
+def test_lora_request_args(tmp_path):
+    """A LoRA request names an adapter directory (more in tests/backends/test_adapter_swap.py)."""
+    from qdevolve.errors import ConfigError
+
+    for v in (0, 7):
+        (tmp_path / f"v{v}").mkdir()
+        (tmp_path / f"v{v}" / "adapter_config.json").write_text("{}")
+        (tmp_path / f"v{v}" / "adapter_model.safetensors").write_bytes(b"")
+    assert lora_request_args(0, tmp_path / "v0") == ("policy-v0", 1, str(tmp_path / "v0"))
+    assert lora_request_args(7, str(tmp_path / "v7"))[1] == 8
     with pytest.raises(ValueError):
-        lora_request_args(-1, "x")
+        lora_request_args(-1, tmp_path / "v0")
+    with pytest.raises(ConfigError, match="not a policy version"):
+        lora_request_args(1, tmp_path / "missing")
 
 
 @pytest.mark.skipif(HAVE_VLLM, reason="vllm is installed")
