@@ -25,7 +25,7 @@ from qdevolve.rl.group import RolloutGroup  # noqa: E402
 from qdevolve.rl.sampling import sample_group  # noqa: E402
 from qdevolve.rl.trainer import PolicyTrainer  # noqa: E402
 
-STEPS, RANK = 16, 4  # rank 4: 4.9 MB an adapter (rank 8, the default, is 9.8 MB: docs/backends.md)
+STEPS = 16  # the default rank (4): 4.9 MB an adapter (rank 8 is 9.8 MB and would not fit: docs/backends.md)
 
 
 def dir_bytes(path: Path) -> int:
@@ -39,7 +39,7 @@ def test_a_16_step_lora_run_on_smollm2_keeps_all_its_versions_under_100_mb(smoll
     loaded = checkpoints.load_model_dir(smollm2_dir)
     tok = checkpoints._tokenizer(smollm2_dir)
     trainer = PolicyTrainer(loaded, tok, registry.objective.create({"type": "grpo"}),
-                            TrainerConfig(use_lora=True, lora_r=RANK, lora_alpha=2 * RANK, learning_rate=2e-3,
+                            TrainerConfig(use_lora=True, learning_rate=2e-3,
                                           max_completion_length=6), store=store)
     assert trainer.base == base_identity(smollm2_dir)  # named by content, not copied
     trainer.save_version(metrics={"base": True})
