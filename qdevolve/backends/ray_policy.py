@@ -99,8 +99,8 @@ class PolicyServer:
 
     def load_adapter_files(self, version: int, files: dict[str, bytes]) -> int:
         """An adapter version sent as its files' bytes (``transfer: weights``): written to a
-        directory of this node's own and loaded by the inner backend (validated there, as any
-        adapter directory is); returns the version served."""
+        temporary directory of this node's own and loaded by the inner backend (validated there,
+        as any adapter directory is); returns the version served."""
         import tempfile
 
         current = self.backend.policy_version
@@ -110,10 +110,10 @@ class PolicyServer:
         if not set(files) <= allowed or ADAPTER_CONFIG not in files:
             raise ValueError(f"policy version {version}: adapter files must be among {sorted(allowed)}, "
                              f"got {sorted(files)[:5]}")
-        target = Path(tempfile.mkdtemp(prefix=f"qdevolve-adapter-v{version}-"))
-        for name, data in files.items():
-            (target / name).write_bytes(data)
-        self.backend.load_policy(version, str(target))
+        with tempfile.TemporaryDirectory(prefix=f"qdevolve-adapter-v{version}-") as tmp:
+            for name, data in files.items():
+                (Path(tmp) / name).write_bytes(data)
+            self.backend.load_policy(version, tmp)  # the tensors are in memory once loaded
         return version
 
     def load_policy(self, version: int, path: str | None) -> int:

@@ -130,3 +130,21 @@ def test_vllm_lora_requests_are_the_adapter_directories(versions):
     assert engine_base("HuggingFaceTB/SmolLM2-135M") is None  # a hub id: not a local directory
     with pytest.raises(ValueError):
         lora_request_args(-1, paths[0])
+
+
+def test_the_ray_policy_actor_body_loads_an_adapter_sent_as_its_files(versions):
+    """``transfer: weights`` with a LoRA run: the version's three files travel, the actor's
+    backend switches in place (the actor body is a plain class; no Ray needed here)."""
+    from qdevolve.backends.ray_policy import PolicyServer
+
+    base, paths = versions
+    server = PolicyServer({"type": "transformers", "model": str(base), "max_new_tokens": 6}, None)
+    files = {f.name: f.read_bytes() for f in Path(paths[2]).iterdir() if f.name != "trainer_state.pt"}
+    assert server.load_adapter_files(2, files) == 2
+    assert server.backend.model.active_adapter == "v2" and server.backend.policy_version == 2
+    direct = TransformersBackend(str(base), max_new_tokens=6)
+    direct.load_policy(2, paths[2])
+    assert sample(server.backend) == sample(direct)
+    with pytest.raises(ValueError, match="adapter files must be among"):
+        server.load_adapter_files(3, {**files, "model.py": b"import os"})
+    assert server.load_adapter_files(1, files) == 2  # versions only move forward
