@@ -1,0 +1,252 @@
+"""Tables of the sample-efficiency benchmark, rendered from ``benchmarks/results/samples.json`` alone.
+
+``render(raw)`` maps a table id to markdown (and the README figure key ``summary`` to one
+line of text); it is a pure function of the raw file (the bootstrap generator is seeded).
+``python benchmarks/reports/samples.py [--raw FILE] [--write]`` prints the tables, and with
+``--write`` rewrites the ``<!-- report:samples:ID -->`` blocks of BENCHMARKS.md and the
+``<!-- figure:samples:KEY -->`` blocks of README.md.
+
+Definitions (``bench_samples.py`` writes per run the evaluated ``(call, score)`` pairs, the
+seed being call 0; a budget of N calls):
+
+* best curve of a run: ``b(c) = max{score of programs from calls <= c}``, c = 0..N; top-10
+  curve: the mean of the 10 largest such scores.
+* a framework's median curve: ``m(c) = median over its seeds of b(c)``; its **median best**
+  is ``m(N)``.
+* calls to reach T: the first c with ``m(c) >= T`` (not reached within N: infinite).
+* the ratio against framework F (the target of issue 30): ``R = calls of qdevolve's median
+  curve to reach F's median best / calls of F's own median curve to reach it``. When F's
+  median never leaves the seed score (its own calls are 0) the ratio is taken as 1 (no
+  advantage can be shown).
+* interval: percentile bootstrap over seeds (Efron & Tibshirani 1993, ch. 13), 90 %, 4000
+  resamples from ``numpy.random.default_rng(0)``; a resample draws seed indices with
+  replacement and uses the same indices for both frameworks (seed s shares the server seed);
+  every quantity above, the target included, is recomputed on the resample. The ends are
+  order statistics (no interpolation, so "not reached" stays infinite).
+* verdict for "qdevolve needs <= 0.5x F's calls": **holds** when the interval's upper end is
+  <= 0.5, **holds in the mean** when only the point estimate is, **does not hold** otherwise.
+  The issue's target is met when it holds against every framework on at least 3 of 4 tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["render", "curves", "ratio_interval", "NULL", "LEVEL"]
+
+NULL = 0.5
+LEVEL = 0.9
+RESAMPLES = 4000
+NAMES = {"qdevolve": "qdevolve", "openevolve": "OpenEvolve", "shinka": "ShinkaEvolve"}
+TASK_NAMES = {"circle_packing": "circle packing n = 26", "erdos_min_overlap": "Erdős minimum overlap",
+              "autocorrelation_c1": "first autocorrelation C1", "heilbronn_triangle": "Heilbronn triangle n = 8"}
+
+
+def curves(records: list[list[float]], n_calls: int) -> tuple[np.ndarray, np.ndarray]:
+    """(best, top-10 mean) of one run at every call budget 0..n_calls (NaN before any score)."""
+    best, top = np.full(n_calls + 1, np.nan), np.full(n_calls + 1, np.nan)
+    seen: list[float] = []
+    by_call: dict[int, list[float]] = {}
+    for call, score in records:
+        if call <= n_calls and score is not None and math.isfinite(score):
+            by_call.setdefault(int(call), []).append(float(score))
+    for c in range(n_calls + 1):
+        seen = sorted(seen + by_call.get(c, []), reverse=True)[:10]
+        if seen:
+            best[c], top[c] = seen[0], sum(seen) / len(seen)
+    return best, top
+
+
+def _median_curve(rows: np.ndarray) -> np.ndarray:
+    """Median over runs (rows) at every call, ignoring NaN; NaN where no run has a score."""
+    out = np.full(rows.shape[1], np.nan)
+    ok = ~np.all(np.isnan(rows), axis=0)
+    out[ok] = np.nanmedian(rows[:, ok], axis=0)
+    return out
+
+
+def _reach(curve: np.ndarray, target: float) -> float:
+    hit = np.nonzero(curve >= target - 1e-12)[0]
+    return float(hit[0]) if len(hit) else math.inf
+
+
+def _ratio(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float, float, float]:
+    """(ratio, qdevolve's calls, F's own calls, F's median best) for best-curve arrays (seeds x calls)."""
+    m_ours, m_theirs = _median_curve(ours), _median_curve(theirs)
+    target = float(m_theirs[-1])
+    own, reach = _reach(m_theirs, target), _reach(m_ours, target)
+    ratio = 1.0 if own == 0 else reach / own
+    return ratio, reach, own, target
+
+
+def ratio_interval(ours: np.ndarray, theirs: np.ndarray, *, seed: int = 0,
+                   n: int = RESAMPLES) -> tuple[float, float, float, float, float, float]:
+    """(ratio, lo, hi, qdevolve's calls, F's calls, F's median best); rows of both paired by seed index."""
+    ratio, reach, own, target = _ratio(ours, theirs)
+    k = min(len(ours), len(theirs))
+    if k < 2:
+        return ratio, math.nan, math.nan, reach, own, target
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, k, size=(n, k))
+    stats = np.sort([_ratio(ours[i], theirs[i])[0] for i in idx])
+    lo = float(stats[math.floor((1 - LEVEL) / 2 * (n - 1))])
+    hi = float(stats[math.ceil((1 + LEVEL) / 2 * (n - 1))])
+    return ratio, lo, hi, reach, own, target
+
+
+def verdict(ratio: float, hi: float) -> str:
+    if not ratio <= NULL:
+        return "does not hold"
+    return "holds" if hi <= NULL else "holds in the mean"
+
+
+def _x(v: float) -> str:
+    return "not reached" if math.isinf(v) else f"{v:.2f}x"
+
+
+def _c(v: float) -> str:
+    return "-" if math.isinf(v) else str(int(v))
+
+
+def _runs(raw: dict) -> dict[tuple[str, str], dict[int, dict]]:
+    out: dict[tuple[str, str], dict[int, dict]] = {}
+    for r in raw["runs"]:
+        if r.get("records"):
+            out.setdefault((r["task"], r["arm"]), {})[int(r["seed"])] = r
+    return out
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}" if math.isfinite(v) else "-"
+
+
+def render(raw: dict) -> dict[str, str]:
+    """Table id -> markdown (``final``, ``reach``, ``target``, ``missing``, ``settings``) and ``summary``."""
+    n, ref = int(raw["calls"]), raw.get("reference", "qdevolve")
+    arms, tasks, seeds = raw["arms"], raw["tasks"], [int(s) for s in raw["meta"]["seeds"]]
+    held = set(raw.get("held_out", []))
+    runs = _runs(raw)
+    best = {key: {s: curves(r["records"], n) for s, r in by_seed.items()} for key, by_seed in runs.items()}
+
+    final = ["| task (seed score) | " + " | ".join(f"{NAMES.get(a, a)}: median best [min-max], top-10 median (seeds)"
+                                                   for a in arms) + " |", "|---|" + "---|" * len(arms)]
+    for t in tasks:
+        seed_scores = [c[0][0] for k, v in best.items() if k[0] == t for c in v.values() if not math.isnan(c[0][0])]
+        cells = []
+        for a in arms:
+            cs = best.get((t, a), {})
+            if not cs:
+                cells.append("missing")
+                continue
+            finals = [c[0][-1] for c in cs.values()]
+            tops = [c[1][-1] for c in cs.values()]
+            cells.append(f"{_fmt(float(np.median(finals)))} [{min(finals):.4g} to {max(finals):.4g}], "
+                         f"{_fmt(float(np.median(tops)))} ({len(cs)})")
+        label = TASK_NAMES.get(t, t) + (" (held out)" if t in held else "")
+        seed_txt = f" ({seed_scores[0]:.6g})" if seed_scores else ""
+        final.append(f"| {label}{seed_txt} | " + " | ".join(cells) + " |")
+
+    others = [a for a in arms if a != ref]
+    reach = ["| task | against | qdevolve's calls to reach its median best | its own calls | ratio "
+             "(90 % interval) | seeds | verdict (<= 0.5x) |", "|---|---|---|---|---|---|---|"]
+    holds: dict[str, list[str]] = {a: [] for a in others}
+    results: dict[tuple[str, str], tuple] = {}
+    for t in tasks:
+        if (t, ref) not in best:
+            continue
+        for a in others:
+            if (t, a) not in best:
+                reach.append(f"| {TASK_NAMES.get(t, t)} | {NAMES.get(a, a)} | missing | | | | |")
+                continue
+            common = sorted(set(best[(t, ref)]) & set(best[(t, a)]))
+            ours = np.array([best[(t, ref)][s][0] for s in common])
+            theirs = np.array([best[(t, a)][s][0] for s in common])
+            ratio, lo, hi, r_ours, r_own, target = ratio_interval(ours, theirs)
+            v = verdict(ratio, hi)
+            results[(t, a)] = (ratio, lo, hi, v, len(common))
+            if v == "holds":
+                holds[a].append(t)
+            interval = "no interval" if math.isnan(lo) else f"{_x(lo)} to {_x(hi)}"
+            reach.append(f"| {TASK_NAMES.get(t, t)}{' (held out)' if t in held else ''} | {NAMES.get(a, a)} "
+                         f"({target:.6g}) | {_c(r_ours)} | {_c(r_own)} | **{_x(ratio)}** ({interval}) | "
+                         f"{len(common)} | {v} |")
+
+    complete = [t for t in tasks if all(len(best.get((t, a), {})) == len(seeds) for a in arms)]
+    target_lines = []
+    for a in others:
+        k = len(holds[a])
+        target_lines.append(f"- against {NAMES.get(a, a)}: holds on {k} of {len(tasks)} tasks"
+                            + (f" ({', '.join(TASK_NAMES.get(t, t) for t in holds[a])})" if k else "")
+                            + f": {'met' if k >= 3 else 'not met'} (>= 3 of 4 needed)")
+    met = all(len(holds[a]) >= 3 for a in others) and len(tasks) >= 4
+    target_lines.append(f"- the target (<= 0.5x with the interval's upper end <= 0.5x, against every framework, "
+                        f"on >= 3 of 4 tasks): **{'met' if met else 'not met'}**"
+                        + ("" if len(complete) == len(tasks) else
+                           f" (only {len(complete)} of {len(tasks)} tasks have every arm at {len(seeds)} seeds)"))
+    for t in held:
+        parts = [f"{NAMES.get(a, a)} {_x(results[(t, a)][0])}, {results[(t, a)][3]}" for a in others
+                 if (t, a) in results]
+        if parts:
+            target_lines.append(f"- held-out task {TASK_NAMES.get(t, t)} (the test): " + "; ".join(parts))
+
+    missing = []
+    for t in tasks:
+        for a in arms:
+            have = sorted(best.get((t, a), {}))
+            failed = sorted(int(r["seed"]) for r in raw["runs"] if (r["task"], r["arm"]) == (t, a) and r.get("error"))
+            lacking = [s for s in seeds if s not in have]
+            if lacking or failed:
+                missing.append(f"| {TASK_NAMES.get(t, t)} | {NAMES.get(a, a)} | {len(have)} of {len(seeds)} | "
+                               f"{', '.join(map(str, lacking)) or 'none'} | {', '.join(map(str, failed)) or 'none'} |")
+    missing_md = ("Every task, framework and seed of the plan has a run with scores."
+                  if not missing else "| task | framework | seeds with scores | seeds missing | seeds whose run "
+                  "reported an error |\n|---|---|---|---|---|\n" + "\n".join(missing))
+
+    settings = "\n".join(f"- {NAMES.get(a, a)}: {raw['settings'][a]}" for a in arms if a in raw.get("settings", {}))
+    parts = []
+    for a in others:
+        rs = [results[(t, a)] for t in tasks if (t, a) in results]
+        parts.append(f"{NAMES.get(a, a)}'s in <= 0.5x its calls on {len(holds[a])} of {len(tasks)} tasks "
+                     f"(ratios {', '.join(_x(r[0]) for r in rs)})")
+    nseeds = min((len(v) for v in best.values()), default=0)
+    summary = (f"qdevolve's default reaches the median best score of " + " and ".join(parts)
+               + f", the 90 % bootstrap interval's upper end <= 0.5x counted only ({nseeds}-{len(seeds)} seeds, "
+               f"{n} model calls, neutral mutation server; target {'met' if met else 'not met'})")
+    return {"settings": settings, "final": "\n".join(final), "reach": "\n".join(reach),
+            "target": "\n".join(target_lines), "missing": missing_md, "summary": summary}
+
+
+def _rewrite(text: str, kind: str, blocks: dict[str, str]) -> str:
+    for key, body in blocks.items():
+        pat = re.compile(rf"(<!-- {kind}:samples:{re.escape(key)} -->)(.*?)(<!-- /{kind} -->)", re.S)
+        sep = "\n" if kind == "report" else ""
+        text = pat.sub(lambda m: m.group(1) + sep + body + sep + m.group(3), text)
+    return text
+
+
+def main() -> None:
+    root = Path(__file__).resolve().parents[2]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--raw", type=Path, default=root / "benchmarks" / "results" / "samples.json")
+    ap.add_argument("--write", action="store_true", help="rewrite the samples blocks of BENCHMARKS.md and README.md")
+    a = ap.parse_args()
+    out = render(json.loads(a.raw.read_text()))
+    for key, body in out.items():
+        print(f"## {key}\n\n{body}\n")
+    if a.write:
+        tables = {k: v for k, v in out.items() if k != "summary"}
+        for name, kind, blocks in (("BENCHMARKS.md", "report", tables), ("README.md", "figure", {"summary": out["summary"]})):
+            path = root / name
+            path.write_text(_rewrite(path.read_text(), kind, blocks))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
