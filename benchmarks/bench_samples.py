@@ -175,7 +175,7 @@ def main() -> None:
     old = json.loads(args.raw.read_text()) if args.resume and args.raw.exists() else None
     meta = start_meta(args, [a for a, _ in arms])
     if old:
-        meta = {**old["meta"], "resumed": [*old["meta"].get("resumed", []), meta["date"]],
+        meta = {**old["meta"], "seeds": meta["seeds"], "resumed": [*old["meta"].get("resumed", []), meta["date"]],
                 "commits": sorted({old["meta"]["commit"], meta["commit"]} - {None})}
     raw = RawFile(args.raw, {
         "meta": meta, "calls": args.calls, "concurrency": args.concurrency, "workers": args.workers,

@@ -86,6 +86,25 @@ def _ratio(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float, float, f
     return ratio, reach, own, target
 
 
+def _first(curves: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Per row, the first call where the curve is >= its target (inf when never)."""
+    hit = curves >= targets[:, None] - 1e-12
+    return np.where(hit.any(axis=1), hit.argmax(axis=1), np.inf)
+
+
+def _ratios(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """``_ratio`` of every resample at once; ``ours``/``theirs``: resamples x seeds x calls."""
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN and never reach
+            m_ours, m_theirs = np.nanmedian(ours, axis=1), np.nanmedian(theirs, axis=1)
+        target = m_theirs[:, -1]
+        own, reach = _first(m_theirs, target), _first(m_ours, target)
+        return np.where(own == 0, 1.0, reach / np.where(own == 0, 1, own))
+
+
 def ratio_interval(ours: np.ndarray, theirs: np.ndarray, *, seed: int = 0,
                    n: int = RESAMPLES) -> tuple[float, float, float, float, float, float]:
     """(ratio, lo, hi, qdevolve's calls, F's calls, F's median best); rows of both paired by seed index."""
@@ -95,7 +114,7 @@ def ratio_interval(ours: np.ndarray, theirs: np.ndarray, *, seed: int = 0,
         return ratio, math.nan, math.nan, reach, own, target
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, k, size=(n, k))
-    stats = np.sort([_ratio(ours[i], theirs[i])[0] for i in idx])
+    stats = np.sort(_ratios(ours[idx], theirs[idx]))
     lo = float(stats[math.floor((1 - LEVEL) / 2 * (n - 1))])
     hi = float(stats[math.ceil((1 + LEVEL) / 2 * (n - 1))])
     return ratio, lo, hi, reach, own, target
@@ -219,8 +238,52 @@ def render(raw: dict) -> dict[str, str]:
     summary = (f"qdevolve's default reaches the median best score of " + " and ".join(parts)
                + f", the 90 % bootstrap interval's upper end <= 0.5x counted only ({nseeds}-{len(seeds)} seeds, "
                f"{n} model calls, neutral mutation server; target {'met' if met else 'not met'})")
-    return {"settings": settings, "final": "\n".join(final), "reach": "\n".join(reach),
+    meta = raw["meta"]
+    mach = meta.get("machine", {})
+    loads = meta.get("loadavg_runs")
+    meta_md = (f"Raw file `benchmarks/results/samples.json`: commit `{str(meta.get('commit'))[:12]}`"
+               f"{' (dirty tree)' if meta.get('dirty') else ''}"
+               + (f" (resumed on {', '.join(meta['resumed'])}; commits {', '.join(c[:12] for c in meta['commits'])})"
+                  if meta.get("resumed") else "")
+               + f", started {meta.get('date')}, last run written {meta.get('finished', '-')}; command "
+               f"`nice -n 10 {meta.get('command')}`; seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); {n} model calls per "
+               f"run, {raw.get('concurrency')} requests in flight, {raw.get('workers')} evaluation workers; "
+               f"{mach.get('cpu_count')} cores, 1-minute load average {meta['loadavg'][0]} at the start"
+               + (f" and {loads[0]}-{loads[1]} sampled after each run" if loads else "")
+               + f"; OpenEvolve {mach.get('openevolve')}, ShinkaEvolve {mach.get('shinka-evolve')}, "
+               f"Python {mach.get('python')}.")
+    return {"meta": meta_md, "settings": settings, "final": "\n".join(final), "reach": "\n".join(reach),
             "target": "\n".join(target_lines), "missing": missing_md, "summary": summary}
+
+
+def render_ablation(raw: dict) -> dict[str, str]:
+    """The ablation table: every qdevolve arm of ``raw["variants"]`` (the default among them) taken in
+    turn as the reference against each of ``raw["competitors"]``, with the ratio and interval of ``render``.
+
+    Raw shape: that of ``render`` (``runs`` hold the variants' runs and the competitors' runs, copied from
+    ``samples.json`` with ``raw["copied_from"]`` naming it)."""
+    variants, competitors = raw["variants"], raw["competitors"]
+    n, seeds = int(raw["calls"]), [int(s) for s in raw["meta"]["seeds"]]
+    runs = _runs(raw)
+    best = {key: {s: curves(r["records"], n)[0] for s, r in by_seed.items()} for key, by_seed in runs.items()}
+    head = ("| arm | " + " | ".join(f"{TASK_NAMES.get(t, t)}: vs {NAMES.get(c, c)}" for t in raw["tasks"]
+                                     for c in competitors) + " |")
+    lines = [head, "|---|" + "---|" * (len(raw["tasks"]) * len(competitors))]
+    for v in variants:
+        cells = []
+        for t in raw["tasks"]:
+            for c in competitors:
+                if (t, v) not in best or (t, c) not in best:
+                    cells.append("missing")
+                    continue
+                common = sorted(set(best[(t, v)]) & set(best[(t, c)]))
+                ratio, lo, hi, *_ = ratio_interval(np.array([best[(t, v)][s] for s in common]),
+                                                   np.array([best[(t, c)][s] for s in common]))
+                iv = "" if math.isnan(lo) else f" ({_x(lo)} to {_x(hi)})"
+                cells.append(f"{_x(ratio)}{iv}, {len(common)} seeds: {verdict(ratio, hi)}")
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    desc = "\n".join(f"- {v}: {raw['overrides'].get(v, 'the default')}" for v in variants)
+    return {"ablation": "\n".join(lines), "arms": desc, "seeds_planned": str(len(seeds))}
 
 
 def _rewrite(text: str, kind: str, blocks: dict[str, str]) -> str:
