@@ -148,6 +148,23 @@ class RawFile:
             tmp.replace(self.path)
 
 
+def add_reference(raw_path: Path, main_path: Path) -> None:
+    """Make an ablation raw file self-contained: copy into it the runs of the main file's arms
+    (qdevolve's default, OpenEvolve, ShinkaEvolve) on its tasks and seeds, so its table (each
+    variant against each framework, ``benchmarks/reports/samples_ablation.py``) reads one file."""
+    data, main = json.loads(raw_path.read_text()), json.loads(main_path.read_text())
+    seeds = set(data["meta"]["seeds"])
+    own = [r for r in data["runs"] if r["arm"] in data["arms"] and r["seed"] in seeds]
+    copied = [r for r in main["runs"] if r["task"] in data["tasks"] and r["seed"] in seeds and r["arm"] in main["arms"]]
+    competitors = [a for a in main["arms"] if a != main.get("reference", "qdevolve")]
+    data.update(runs=own + copied, variants=[main.get("reference", "qdevolve"), *data["arms"]], competitors=competitors,
+                copied_from={"file": str(main_path.relative_to(ROOT)) if main_path.is_relative_to(ROOT) else str(main_path),
+                             "commit": main["meta"]["commit"], "date": main["meta"]["date"]},
+                settings={**main["settings"], **data["settings"]})
+    data["arms"] = [*dict.fromkeys([*data["variants"], *competitors])]
+    raw_path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=TASKS)
@@ -165,7 +182,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "samples")
     ap.add_argument("--raw", type=Path, default=ROOT / "benchmarks" / "results" / "samples.json")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in --raw and skip them")
+    ap.add_argument("--add-reference", type=Path, metavar="MAIN_RAW",
+                    help="run nothing: copy MAIN_RAW's default, OpenEvolve and ShinkaEvolve runs into the --raw ablation file")
     args = ap.parse_args()
+    if args.add_reference:
+        add_reference(args.raw, args.add_reference)
+        return
     tasks = [t for t in args.tasks.split(",") if t]
     arms = [(fw, "") for fw in args.frameworks.split(",") if fw]
     arms += [(f"qdevolve+{v.split('=', 1)[0]}", v.split("=", 1)[1]) for v in args.variant]

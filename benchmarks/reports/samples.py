@@ -146,6 +146,26 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}" if math.isfinite(v) else "-"
 
 
+def _meta_md(raw: dict, name: str) -> str:
+    """Commit, dates, command, seeds, budget and load of a raw file, as one paragraph."""
+    meta, n = raw["meta"], int(raw["calls"])
+    seeds = [int(s) for s in meta["seeds"]]
+    mach = meta.get("machine", {})
+    loads = meta.get("loadavg_runs")
+    meta_md = (f"Raw file `benchmarks/results/{name}.json`: commit `{str(meta.get('commit'))[:12]}`"
+               f"{' (dirty tree)' if meta.get('dirty') else ''}"
+               + (f" (resumed on {', '.join(meta['resumed'])}; commits {', '.join(c[:12] for c in meta['commits'])})"
+                  if meta.get("resumed") else "")
+               + f", started {meta.get('date')}, last run written {meta.get('finished', '-')}; command "
+               f"`nice -n 10 {meta.get('command')}`; seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); {n} model calls per "
+               f"run, {raw.get('concurrency')} requests in flight, {raw.get('workers')} evaluation workers; "
+               f"{mach.get('cpu_count')} cores, 1-minute load average {meta['loadavg'][0]} at the start"
+               + (f" and {loads[0]}-{loads[1]} sampled after each run" if loads else "")
+               + f"; OpenEvolve {mach.get('openevolve')}, ShinkaEvolve {mach.get('shinka-evolve')}, "
+               f"Python {mach.get('python')}.")
+    return meta_md
+
+
 def render(raw: dict) -> dict[str, str]:
     """Table id -> markdown (``final``, ``reach``, ``target``, ``missing``, ``settings``) and ``summary``."""
     n, ref = int(raw["calls"]), raw.get("reference", "qdevolve")
@@ -238,20 +258,7 @@ def render(raw: dict) -> dict[str, str]:
     summary = (f"qdevolve's default reaches the median best score of " + " and ".join(parts)
                + f", the 90 % bootstrap interval's upper end <= 0.5x counted only ({nseeds}-{len(seeds)} seeds, "
                f"{n} model calls, neutral mutation server; target {'met' if met else 'not met'})")
-    meta = raw["meta"]
-    mach = meta.get("machine", {})
-    loads = meta.get("loadavg_runs")
-    meta_md = (f"Raw file `benchmarks/results/samples.json`: commit `{str(meta.get('commit'))[:12]}`"
-               f"{' (dirty tree)' if meta.get('dirty') else ''}"
-               + (f" (resumed on {', '.join(meta['resumed'])}; commits {', '.join(c[:12] for c in meta['commits'])})"
-                  if meta.get("resumed") else "")
-               + f", started {meta.get('date')}, last run written {meta.get('finished', '-')}; command "
-               f"`nice -n 10 {meta.get('command')}`; seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); {n} model calls per "
-               f"run, {raw.get('concurrency')} requests in flight, {raw.get('workers')} evaluation workers; "
-               f"{mach.get('cpu_count')} cores, 1-minute load average {meta['loadavg'][0]} at the start"
-               + (f" and {loads[0]}-{loads[1]} sampled after each run" if loads else "")
-               + f"; OpenEvolve {mach.get('openevolve')}, ShinkaEvolve {mach.get('shinka-evolve')}, "
-               f"Python {mach.get('python')}.")
+    meta_md = _meta_md(raw, "samples")
     return {"meta": meta_md, "settings": settings, "final": "\n".join(final), "reach": "\n".join(reach),
             "target": "\n".join(target_lines), "missing": missing_md, "summary": summary}
 
@@ -283,12 +290,16 @@ def render_ablation(raw: dict) -> dict[str, str]:
                 cells.append(f"{_x(ratio)}{iv}, {len(common)} seeds: {verdict(ratio, hi)}")
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     desc = "\n".join(f"- {v}: {raw['overrides'].get(v, 'the default')}" for v in variants)
-    return {"ablation": "\n".join(lines), "arms": desc, "seeds_planned": str(len(seeds))}
+    meta_md = _meta_md(raw, "samples_ablation")
+    if raw.get("copied_from"):
+        c = raw["copied_from"]
+        meta_md += f" Default, OpenEvolve and ShinkaEvolve runs copied from `{c['file']}` (commit `{c['commit'][:12]}`, {c['date']})."
+    return {"meta": meta_md, "ablation": "\n".join(lines), "arms": desc}
 
 
-def _rewrite(text: str, kind: str, blocks: dict[str, str]) -> str:
+def _rewrite(text: str, kind: str, name: str, blocks: dict[str, str]) -> str:
     for key, body in blocks.items():
-        pat = re.compile(rf"(<!-- {kind}:samples:{re.escape(key)} -->)(.*?)(<!-- /{kind} -->)", re.S)
+        pat = re.compile(rf"(<!-- {kind}:{re.escape(name)}:{re.escape(key)} -->)(.*?)(<!-- /{kind} -->)", re.S)
         sep = "\n" if kind == "report" else ""
         text = pat.sub(lambda m: m.group(1) + sep + body + sep + m.group(3), text)
     return text
@@ -297,17 +308,21 @@ def _rewrite(text: str, kind: str, blocks: dict[str, str]) -> str:
 def main() -> None:
     root = Path(__file__).resolve().parents[2]
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--raw", type=Path, default=root / "benchmarks" / "results" / "samples.json")
-    ap.add_argument("--write", action="store_true", help="rewrite the samples blocks of BENCHMARKS.md and README.md")
+    ap.add_argument("--name", default="samples", choices=["samples", "samples_ablation"])
+    ap.add_argument("--raw", type=Path, help="default: benchmarks/results/NAME.json")
+    ap.add_argument("--write", action="store_true", help="rewrite NAME's blocks in BENCHMARKS.md (and README.md)")
     a = ap.parse_args()
-    out = render(json.loads(a.raw.read_text()))
+    raw = json.loads((a.raw or root / "benchmarks" / "results" / f"{a.name}.json").read_text())
+    out = render(raw) if a.name == "samples" else render_ablation(raw)
     for key, body in out.items():
         print(f"## {key}\n\n{body}\n")
     if a.write:
         tables = {k: v for k, v in out.items() if k != "summary"}
-        for name, kind, blocks in (("BENCHMARKS.md", "report", tables), ("README.md", "figure", {"summary": out["summary"]})):
-            path = root / name
-            path.write_text(_rewrite(path.read_text(), kind, blocks))
+        path = root / "BENCHMARKS.md"
+        path.write_text(_rewrite(path.read_text(), "report", a.name, tables))
+        if "summary" in out:
+            path = root / "README.md"
+            path.write_text(_rewrite(path.read_text(), "figure", a.name, {"summary": out["summary"]}))
     sys.stdout.flush()
 
 

@@ -86,6 +86,27 @@ def test_missing_cells_and_failed_runs_are_listed() -> None:
     assert full["missing"].startswith("Every task, framework and seed")
 
 
+def test_ablation_measures_every_variant_against_every_framework(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_samples
+
+    main = _raw([_run("a", "qdevolve", s, [(12, 1.0)]) for s in range(4)] +
+                [_run("a", "openevolve", s, [(16, 1.0)]) for s in range(4)], 4, ["a"])
+    abl = {**_raw([_run("a", "qdevolve+fast", s, [(4, 1.0)]) for s in range(3)], 3, ["a"], arms=["qdevolve+fast"]),
+           "overrides": {"qdevolve+fast": '{"children_per_parent": 2}'}}
+    (tmp_path / "main.json").write_text(json.dumps(main))
+    (tmp_path / "abl.json").write_text(json.dumps(abl))
+    bench_samples.add_reference(tmp_path / "abl.json", tmp_path / "main.json")
+    merged = json.loads((tmp_path / "abl.json").read_text())
+    assert sorted({(r["arm"], r["seed"]) for r in merged["runs"]}) == sorted(
+        {(a, s) for a in ("qdevolve", "qdevolve+fast", "openevolve") for s in range(3)})  # seed 3 is not in the plan
+    out = rep.render_ablation(merged)
+    rows = {line.split(" | ")[0]: line for line in out["ablation"].splitlines()}
+    assert "0.75x (0.75x to 0.75x), 3 seeds: does not hold" in rows["| qdevolve"]
+    assert "0.25x (0.25x to 0.25x), 3 seeds: holds" in rows["| qdevolve+fast"]
+    assert '- qdevolve+fast: {"children_per_parent": 2}' in out["arms"] and "copied from" in out["meta"]
+
+
 def test_render_is_a_pure_function_of_the_raw_file() -> None:
     runs = [_run("a", "qdevolve", s, [(2 + s, 1.0)]) for s in range(5)] + \
            [_run("a", "openevolve", s, [(8 + s, 1.0)]) for s in range(5)]
