@@ -154,6 +154,8 @@ def add_reference(raw_path: Path, main_path: Path) -> None:
     variant against each framework, ``benchmarks/reports/samples_ablation.py``) reads one file."""
     data, main = json.loads(raw_path.read_text()), json.loads(main_path.read_text())
     seeds = set(data["meta"]["seeds"])
+    # every variant arm the file holds, those of an earlier (stopped) plan too: their tasks show as missing
+    data["arms"] = [*dict.fromkeys([*data["arms"], *(r["arm"] for r in data["runs"] if r["arm"].startswith("qdevolve+"))])]
     own = [r for r in data["runs"] if r["arm"] in data["arms"] and r["seed"] in seeds]
     copied = [r for r in main["runs"] if r["task"] in data["tasks"] and r["seed"] in seeds and r["arm"] in main["arms"]]
     competitors = [a for a in main["arms"] if a != main.get("reference", "qdevolve")]
@@ -202,8 +204,10 @@ def main() -> None:
     raw = RawFile(args.raw, {
         "meta": meta, "calls": args.calls, "concurrency": args.concurrency, "workers": args.workers,
         "tasks": tasks, "held_out": [t for t in args.held_out.split(",") if t], "reference": "qdevolve",
-        "arms": [a for a, _ in arms], "overrides": {a: o for a, o in arms if o},
-        "settings": {a: SETTINGS[a.split("+")[0]] + (f" Override: {o}" if o else "") for a, o in arms},
+        "arms": [a for a, _ in arms],
+        "overrides": {**(old or {}).get("overrides", {}), **{a: o for a, o in arms if o}},  # a resumed file keeps its arms'
+        "settings": {**(old or {}).get("settings", {}),
+                     **{a: SETTINGS[a.split("+")[0]] + (f" Override: {o}" if o else "") for a, o in arms}},
         "runs": old["runs"] if old else []})
     done = {(r["task"], r["arm"], r["seed"]) for r in raw.data["runs"]}
     plan = [(t, seed, arm, o) for t in tasks for seed in range(args.seeds) for arm, o in arms
