@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -68,9 +69,9 @@ def _start_server(seed: int, log: Path) -> tuple[subprocess.Popen, str]:
 
 def run_one(fw: str, task: Path, seed: int, args: argparse.Namespace, out: Path, overrides: str = "") -> dict:
     """One framework, one seed: its records (cut at the budget) and how many calls it made."""
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in ("server.jsonl", "evaluations.jsonl"):
-        (out / stale).unlink(missing_ok=True)
+    if out.exists():  # a stopped earlier run's files (its store above all) must not join this run's records
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
     server, url = _start_server(seed, out / "server.jsonl")
     python = args.shinka_python if fw == "shinka" else sys.executable
     cmd = [python, str(HERE / "samples_drivers.py"), fw, "--task", str(task), "--url", url, "--calls", str(args.calls),
