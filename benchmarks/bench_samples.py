@@ -168,6 +168,25 @@ def add_reference(raw_path: Path, main_path: Path) -> None:
     raw_path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
 
 
+def merge(raw_path: Path, part_path: Path) -> None:
+    """Add the runs of ``part_path`` (the same plan's arms, run by a second process on other tasks into
+    its own file) to ``raw_path``; its meta is kept under ``meta["parts"]`` (commit, date, command, load)."""
+    data, part = json.loads(raw_path.read_text()), json.loads(part_path.read_text())
+    if part["arms"] != data["arms"] or part["calls"] != data["calls"] or part["meta"]["seeds"] != data["meta"]["seeds"]:
+        raise SystemExit(f"--merge: {part_path} has another plan (arms, calls or seeds) than {raw_path}")
+    keys = {(r["task"], r["arm"], r["seed"]) for r in part["runs"]}
+    data["runs"] = [r for r in data["runs"] if (r["task"], r["arm"], r["seed"]) not in keys] + part["runs"]
+    data["tasks"] = [*dict.fromkeys([*data["tasks"], *part["tasks"]])]
+    data["held_out"] = [*dict.fromkeys([*data.get("held_out", []), *part.get("held_out", [])])]
+    pm = part["meta"]
+    data["meta"].setdefault("parts", []).append({k: pm.get(k) for k in ("commit", "dirty", "date", "finished", "command",
+                                                                           "loadavg", "loadavg_runs")} | {"tasks": part["tasks"]})
+    loads = [x for x in (data["meta"].get("loadavg_runs", []) + (pm.get("loadavg_runs") or []))]
+    if loads:
+        data["meta"]["loadavg_runs"] = [min(loads), max(loads)]
+    raw_path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=TASKS)
@@ -187,7 +206,12 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true", help="keep the runs already in --raw and skip them")
     ap.add_argument("--add-reference", type=Path, metavar="MAIN_RAW",
                     help="run nothing: copy MAIN_RAW's default, OpenEvolve and ShinkaEvolve runs into the --raw ablation file")
+    ap.add_argument("--merge", type=Path, metavar="PART_RAW",
+                    help="run nothing: add PART_RAW's runs (same plan, other tasks) to --raw")
     args = ap.parse_args()
+    if args.merge:
+        merge(args.raw, args.merge)
+        return
     if args.add_reference:
         add_reference(args.raw, args.add_reference)
         return
