@@ -187,6 +187,19 @@ def merge(raw_path: Path, part_path: Path) -> None:
     raw_path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
 
 
+def plot_raw(raw_path: Path, png: Path) -> None:
+    """The median best and top-10 curves of every task and arm (band: min-max over seeds) as a PNG."""
+    from samples_report import plot, report_lines
+
+    data = json.loads(raw_path.read_text())
+    results: dict[str, dict[str, list]] = {}
+    for r in data["runs"]:
+        if r["records"]:
+            results.setdefault(r["task"], {}).setdefault(r["arm"], []).append([tuple(x) for x in r["records"]])
+    summaries = {t: report_lines(t, results[t], data["calls"])[1] for t in data["tasks"] if t in results}
+    plot(summaries, {t: results[t] for t in summaries}, data["calls"], png)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=TASKS)
@@ -208,7 +221,11 @@ def main() -> None:
                     help="run nothing: copy MAIN_RAW's default, OpenEvolve and ShinkaEvolve runs into the --raw ablation file")
     ap.add_argument("--merge", type=Path, metavar="PART_RAW",
                     help="run nothing: add PART_RAW's runs (same plan, other tasks) to --raw")
+    ap.add_argument("--plot", type=Path, metavar="PNG", help="run nothing: plot the curves of --raw into PNG")
     args = ap.parse_args()
+    if args.plot:
+        plot_raw(args.raw, args.plot)
+        return
     if args.merge:
         merge(args.raw, args.merge)
         return
