@@ -23,6 +23,8 @@ seed being call 0; a budget of N calls):
   replacement and uses the same indices for both frameworks (seed s shares the server seed);
   every quantity above, the target included, is recomputed on the resample. The ends are
   order statistics (no interpolation, so "not reached" stays infinite).
+* the difference of final median bests, ``median_s b_qdevolve(N) - median_s b_F(N)``, with the same
+  paired bootstrap; "qdevolve's median best is higher" holds when the interval's lower end is > 0.
 * verdict for "qdevolve needs <= 0.5x F's calls": **holds** when the interval's upper end is
   <= 0.5, **holds in the mean** when only the point estimate is, **does not hold** otherwise.
   The issue's target is met when it holds against every framework on at least 3 of 4 tasks.
@@ -120,6 +122,17 @@ def ratio_interval(ours: np.ndarray, theirs: np.ndarray, *, seed: int = 0,
     return ratio, lo, hi, reach, own, target
 
 
+def diff_interval(ours: np.ndarray, theirs: np.ndarray, *, seed: int = 0,
+                  n: int = RESAMPLES) -> tuple[float, float, float]:
+    """``median(ours) - median(theirs)`` of final best scores and its paired-seed bootstrap interval."""
+    d = float(np.median(ours) - np.median(theirs))
+    if len(ours) < 2:
+        return d, math.nan, math.nan
+    idx = np.random.default_rng(seed).integers(0, len(ours), size=(n, len(ours)))
+    stats = np.sort(np.median(ours[idx], axis=1) - np.median(theirs[idx], axis=1))
+    return d, float(stats[math.floor((1 - LEVEL) / 2 * (n - 1))]), float(stats[math.ceil((1 + LEVEL) / 2 * (n - 1))])
+
+
 def verdict(ratio: float, hi: float) -> str:
     if not ratio <= NULL:
         return "does not hold"
@@ -167,7 +180,8 @@ def _meta_md(raw: dict, name: str) -> str:
 
 
 def render(raw: dict) -> dict[str, str]:
-    """Table id -> markdown (``final``, ``reach``, ``target``, ``missing``, ``settings``) and ``summary``."""
+    """Table id -> markdown (``meta``, ``settings``, ``final``, ``reach``, ``difference``, ``target``,
+    ``missing``) and ``summary`` (the README line)."""
     n, ref = int(raw["calls"]), raw.get("reference", "qdevolve")
     arms, tasks, seeds = raw["arms"], raw["tasks"], [int(s) for s in raw["meta"]["seeds"]]
     held = set(raw.get("held_out", []))
@@ -217,6 +231,20 @@ def render(raw: dict) -> dict[str, str]:
                          f"({target:.6g}) | {_c(r_ours)} | {_c(r_own)} | **{_x(ratio)}** ({interval}) | "
                          f"{len(common)} | {v} |")
 
+    diff = ["| task | against | qdevolve's median best minus theirs (90 % interval) | seeds | "
+            "qdevolve's median best is higher |", "|---|---|---|---|---|"]
+    for t in tasks:
+        for a in others:
+            if (t, ref) not in best or (t, a) not in best:
+                continue
+            common = sorted(set(best[(t, ref)]) & set(best[(t, a)]))
+            d, lo, hi = diff_interval(np.array([best[(t, ref)][s][0][-1] for s in common]),
+                                      np.array([best[(t, a)][s][0][-1] for s in common]))
+            v = "does not hold" if not d > 0 else ("holds" if lo > 0 else "holds in the mean")
+            iv = "no interval" if math.isnan(lo) else f"{lo:+.4g} to {hi:+.4g}"
+            diff.append(f"| {TASK_NAMES.get(t, t)}{' (held out)' if t in held else ''} | {NAMES.get(a, a)} | "
+                        f"{d:+.4g} ({iv}) | {len(common)} | {v} |")
+
     complete = [t for t in tasks if all(len(best.get((t, a), {})) == len(seeds) for a in arms)]
     target_lines = []
     for a in others:
@@ -260,6 +288,7 @@ def render(raw: dict) -> dict[str, str]:
                f"{n} model calls, neutral mutation server; target {'met' if met else 'not met'})")
     meta_md = _meta_md(raw, "samples")
     return {"meta": meta_md, "settings": settings, "final": "\n".join(final), "reach": "\n".join(reach),
+            "difference": "\n".join(diff),
             "target": "\n".join(target_lines), "missing": missing_md, "summary": summary}
 
 

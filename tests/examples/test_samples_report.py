@@ -55,6 +55,9 @@ def test_ratio_interval_and_verdict_follow_the_seeds() -> None:
     row_b = next(line for line in out["reach"].splitlines() if line.startswith("| b"))
     # median over 6 seeds of {1.0 x3, 0.2 x3} is 0.6 < 1.0: qdevolve's median never reaches the target
     assert "not reached" in row_b and row_b.endswith("| does not hold |")
+    # final median bests: task a equal (1.0 each), task b 0.6 against 1.0
+    assert "| a | OpenEvolve | +0 (+0 to +0) | 6 | does not hold |" in out["difference"]
+    assert "| b (held out) | OpenEvolve | -0.4 (" in out["difference"]
     assert "holds on 1 of 2 tasks" in out["target"] and "**not met**" in out["target"]
     assert "0.25x" in out["summary"] and "1 of 2 tasks" in out["summary"]
 
