@@ -283,7 +283,7 @@ def render(raw: dict) -> dict[str, str]:
         parts.append(f"{NAMES.get(a, a)}'s in <= 0.5x its calls on {len(holds[a])} of {len(tasks)} tasks "
                      f"(ratios {', '.join(_x(r[0]) for r in rs)})")
     nseeds = min((len(v) for v in best.values()), default=0)
-    summary = (f"qdevolve's default reaches the median best score of " + " and ".join(parts)
+    summary = ("qdevolve's default reaches the median best score of " + " and ".join(parts)
                + f", the 90 % bootstrap interval's upper end <= 0.5x counted only ({nseeds}-{len(seeds)} seeds, "
                f"{n} model calls, neutral mutation server; target {'met' if met else 'not met'})")
     meta_md = _meta_md(raw, "samples")
@@ -299,7 +299,7 @@ def render_ablation(raw: dict) -> dict[str, str]:
     Raw shape: that of ``render`` (``runs`` hold the variants' runs and the competitors' runs, copied from
     ``samples.json`` with ``raw["copied_from"]`` naming it)."""
     variants, competitors = raw["variants"], raw["competitors"]
-    n, seeds = int(raw["calls"]), [int(s) for s in raw["meta"]["seeds"]]
+    n = int(raw["calls"])
     runs = _runs(raw)
     best = {key: {s: curves(r["records"], n)[0] for s, r in by_seed.items()} for key, by_seed in runs.items()}
     head = ("| arm | " + " | ".join(f"{TASK_NAMES.get(t, t)}: vs {NAMES.get(c, c)}" for t in raw["tasks"]
@@ -330,7 +330,7 @@ def _rewrite(text: str, kind: str, name: str, blocks: dict[str, str]) -> str:
     for key, body in blocks.items():
         pat = re.compile(rf"(<!-- {kind}:{re.escape(name)}:{re.escape(key)} -->)(.*?)(<!-- /{kind} -->)", re.S)
         sep = "\n" if kind == "report" else ""
-        text = pat.sub(lambda m: m.group(1) + sep + body + sep + m.group(3), text)
+        text = pat.sub(lambda m, b=sep + body + sep: m.group(1) + b + m.group(3), text)
     return text
 
 
