@@ -245,7 +245,7 @@ def main() -> None:
                 "commits": sorted({old["meta"]["commit"], meta["commit"]} - {None})}
     raw = RawFile(args.raw, {
         "meta": meta, "calls": args.calls, "concurrency": args.concurrency, "workers": args.workers,
-        "tasks": tasks, "held_out": [t for t in args.held_out.split(",") if t], "reference": "qdevolve",
+        "tasks": [*dict.fromkeys([*(old or {}).get("tasks", []), *tasks])], "held_out": [t for t in args.held_out.split(",") if t], "reference": "qdevolve",
         "arms": [a for a, _ in arms],
         "overrides": {**(old or {}).get("overrides", {}), **{a: o for a, o in arms if o}},  # a resumed file keeps its arms'
         "settings": {**(old or {}).get("settings", {}),
