@@ -164,6 +164,7 @@ def add_reference(raw_path: Path, main_path: Path) -> None:
                 copied_from={"file": str(main_path.relative_to(ROOT)) if main_path.is_relative_to(ROOT) else str(main_path),
                              "commit": main["meta"]["commit"], "date": main["meta"]["date"]},
                 settings={**main["settings"], **data["settings"]})
+    data["meta"]["machine"] = {**main["meta"]["machine"], **{k: v for k, v in data["meta"]["machine"].items() if v}}
     data["arms"] = [*dict.fromkeys([*data["variants"], *competitors])]
     raw_path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
 
@@ -242,7 +243,7 @@ def main() -> None:
     meta = start_meta(args, [a for a, _ in arms])
     if old:
         meta = {**old["meta"], "seeds": meta["seeds"], "resumed": [*old["meta"].get("resumed", []), meta["date"]],
-                "commits": sorted({old["meta"]["commit"], meta["commit"]} - {None})}
+                "commits": sorted(({old["meta"]["commit"], meta["commit"]} | set(old["meta"].get("commits", []))) - {None})}
     raw = RawFile(args.raw, {
         "meta": meta, "calls": args.calls, "concurrency": args.concurrency, "workers": args.workers,
         "tasks": [*dict.fromkeys([*(old or {}).get("tasks", []), *tasks])], "held_out": [t for t in args.held_out.split(",") if t], "reference": "qdevolve",

@@ -279,13 +279,15 @@ def render(raw: dict) -> dict[str, str]:
     settings = "\n".join(f"- {NAMES.get(a, a)}: {raw['settings'][a]}" for a in arms if a in raw.get("settings", {}))
     parts = []
     for a in others:
-        rs = [results[(t, a)] for t in tasks if (t, a) in results]
-        parts.append(f"{NAMES.get(a, a)}'s in <= 0.5x its calls on {len(holds[a])} of {len(tasks)} tasks "
-                     f"(ratios {', '.join(_x(r[0]) for r in rs)})")
-    nseeds = min((len(v) for v in best.values()), default=0)
-    summary = ("qdevolve's default reaches the median best score of " + " and ".join(parts)
-               + f", the 90 % bootstrap interval's upper end <= 0.5x counted only ({nseeds}-{len(seeds)} seeds, "
-               f"{n} model calls, neutral mutation server; target {'met' if met else 'not met'})")
+        rs = sorted(results[(t, a)][0] for t in tasks if (t, a) in results)
+        span = f"{_x(rs[0])}-{_x(rs[-1])}" if rs else "-"
+        parts.append(f"{NAMES.get(a, a)}'s in {span} of its calls ({len(holds[a])} of {len(rs)} tasks at <= 0.5x "
+                     f"with the 90 % interval's upper end <= 0.5x)")
+    nseeds = sorted({len(v) for v in best.values()})
+    seeds_txt = f"{nseeds[0]}" if len(nseeds) == 1 else f"{nseeds[0]}-{nseeds[-1]}"
+    summary = ("qdevolve's default search reaches the median best score of " + " and ".join(parts)
+               + f" on {len(tasks)} tasks, {seeds_txt} seeds, {n} model calls: the target (3 of 4 against each) is "
+               + ("met" if met else "not met"))
     meta_md = _meta_md(raw, "samples")
     return {"meta": meta_md, "settings": settings, "final": "\n".join(final), "reach": "\n".join(reach),
             "difference": "\n".join(diff),
