@@ -8,18 +8,31 @@ that produced the program (read from the ``# bench_samples call N`` tag the serv
 every reply; the seed is call 0). Every framework evaluates with the task's own
 ``evaluator.py``; its ``combined_score`` is the score.
 
+Each framework gets its own recommended search settings (``SETTINGS`` states them; the raw
+file of ``bench_samples.py`` records them):
+
 * qdevolve: the example's own ``config.yaml`` (its archive, selection and sandbox defaults),
   the ``rewrite`` operator through the ``openai`` backend, ``backend.concurrency =
   run.max_pending = C`` model requests in flight, W evaluation workers; the scores are read
   from its store (every evaluation is kept there).
-* OpenEvolve: its defaults, full rewrites (``diff_based_evolution: false``),
-  ``evaluator.parallel_evaluations = C`` (C requests in flight); the scores come from a thin
-  wrapper around the task's evaluator that logs every call (OpenEvolve's database deletes
-  programs pushed out of their cell).
-* ShinkaEvolve: its defaults, full rewrites only (``patch_types: [full]``), one model (no
-  bandit over models), no meta-recommendation, embedding or novelty-judge models (they would
-  need other endpoints), ``max_proposal_jobs = C``, ``max_evaluation_jobs = W``; the scores
-  come from the same kind of wrapper (its ``evaluate.py`` adapter writes ``metrics.json`` /
+* OpenEvolve 0.4.1: the settings its ``configs/README.md`` calls "recommended island
+  settings for most use cases" (``configs/island_config_example.yaml``): population 500,
+  archive 100, 5 islands, migration every 50 generations at rate 0.1, elite selection ratio
+  0.1, exploration 0.3, exploitation 0.7, 10 feature bins, 3 top and 2 diverse programs in
+  the prompt, ``parallel_evaluations = C`` (that file's 4); full rewrites
+  (``diff_based_evolution: false``: the server answers with whole programs) and no cascade
+  (the task evaluators have no stages). The scores come from a thin wrapper around the
+  task's evaluator that logs every call (OpenEvolve's database deletes programs pushed out
+  of their cell).
+* ShinkaEvolve 0.0.7: its recommended presets, the defaults of its own ``configs/config.yaml``
+  (``database: island_medium``: 2 islands, archive 40, elite selection ratio 0.3, 1 archive
+  and 1 top-k inspiration, migration every 10 generations at rate 0, island elitism and
+  separation, ``weighted`` parent selection with lambda 10; ``evolution: medium_budget``:
+  ``max_patch_resamples: 3``, ``max_patch_attempts: 1``), with full rewrites only
+  (``patch_types: [full]``: the server answers with whole programs), one model (no bandit
+  over models), no meta-recommendation, embedding or novelty-judge models (they would need
+  other endpoints), ``max_proposal_jobs = C``, ``max_evaluation_jobs = W``; the scores come
+  from the same kind of wrapper (its ``evaluate.py`` adapter writes ``metrics.json`` /
   ``correct.json``; a program whose ``validity`` is 0 is marked incorrect).
 
 Budgets: OpenEvolve ``max_iterations = N``, ShinkaEvolve ``num_generations = N + 1`` (its
@@ -40,6 +53,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = re.compile(r"# bench_samples call (\d+)")
+
+SETTINGS = {
+    "qdevolve": "the example's config.yaml (archive, selection), rewrite operator, backend.concurrency = "
+                "max_pending = C, W evaluation workers",
+    "openevolve": "OpenEvolve 0.4.1 configs/island_config_example.yaml ('recommended island settings'): population "
+                  "500, archive 100, 5 islands, migration 50 / 0.1, elite 0.1, exploration 0.3, exploitation 0.7, "
+                  "10 feature bins, 3 top + 2 diverse programs; full rewrites, no cascade, parallel_evaluations = C",
+    "shinka": "ShinkaEvolve 0.0.7 configs/config.yaml presets: database island_medium (2 islands, archive 40, elite "
+              "0.3, 1 + 1 inspirations, migration 10 / 0.0, island elitism and separation, weighted parent "
+              "selection lambda 10), evolution medium_budget (3 patch resamples, 1 patch attempt); full patches "
+              "only, one model, no meta-recommendation / embedding / novelty judge, max_proposal_jobs = C, "
+              "max_evaluation_jobs = W",
+}
 
 LOGGING_EVALUATOR = '''# Written by bench_samples: the task's evaluator, plus one log line per evaluation.
 import importlib.util, json, os, re
@@ -136,6 +162,20 @@ llm:
       weight: 1.0
   timeout: 60
   retries: 2
+database:
+  population_size: 500
+  archive_size: 100
+  num_islands: 5
+  migration_interval: 50
+  migration_rate: 0.1
+  elite_selection_ratio: 0.1
+  exploration_ratio: 0.3
+  exploitation_ratio: 0.7
+  feature_bins: 10
+  random_seed: {seed}
+prompt:
+  num_top_programs: 3
+  num_diverse_programs: 2
 evaluator:
   timeout: 30
   cascade_evaluation: false
@@ -167,13 +207,18 @@ def run_shinka(a: argparse.Namespace) -> None:
     seed_program = a.out / "initial.py"
     seed_program.write_text((a.task / "initial_program.py").read_text())
     evo = EvolutionConfig(
-        patch_types=["full"], patch_type_probs=[1.0], num_generations=a.calls + 1,
+        patch_types=["full"], patch_type_probs=[1.0], num_generations=a.calls + 1, max_patch_resamples=3,
+        max_patch_attempts=1,
         llm_models=[f"local/mutation-server@{a.url}"], llm_dynamic_selection=None,
         llm_kwargs={"temperatures": [0.7], "max_tokens": 4096}, meta_rec_interval=None, embedding_model=None,
         novelty_llm_models=None, init_program_path=str(seed_program), results_dir=str(a.out / "shinka"),
         language="python")
     job = LocalJobConfig(eval_program_path=str(evaluate), python_executable=sys.executable)
-    db = DatabaseConfig(db_path=str(a.out / "shinka.sqlite"))
+    db = DatabaseConfig(  # the island_medium preset, spelled out
+        db_path=str(a.out / "shinka.sqlite"), num_islands=2, archive_size=40, elite_selection_ratio=0.3,
+        num_archive_inspirations=1, num_top_k_inspirations=1, migration_interval=10, migration_rate=0.0,
+        island_elitism=True, enforce_island_separation=True, parent_selection_strategy="weighted",
+        parent_selection_lambda=10.0)
     runner = ShinkaEvolveRunner(evo, job, db, verbose=False, max_evaluation_jobs=a.workers,
                                 max_proposal_jobs=a.concurrency, banner_style="minimal")
     runner.run()
