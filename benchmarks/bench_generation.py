@@ -89,8 +89,10 @@ def bench_backend(backend: Any, batch: int, group: int, new_tokens: int, seed: i
     from qdevolve.backends.base import GenerationRequest
 
     g = min(group, batch)
+    # one seed for the whole batch: the backend batches only requests with equal sampling
+    # settings (seed included), so per-request seeds would sample B/G separate batches of G
     reqs = [GenerationRequest(messages=[{"role": "user", "content": PROMPT.format(i=i)}], n=g,
-                              temperature=TEMPERATURE, max_tokens=new_tokens, seed=1000 * seed + i)
+                              temperature=TEMPERATURE, max_tokens=new_tokens, seed=seed)
             for i in range(max(1, batch // g))]
     backend.batch_size = batch
     load = os.getloadavg()[0]
