@@ -89,7 +89,17 @@ def nucleus_topk(scores: torch.Tensor, top_p: float, k: int = 64) -> tuple[torch
     return values.masked_fill(~keep, float("-inf")), index
 
 
-def draw(scores: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _uniform(rows: int, generator: Any, device: Any, dtype: torch.dtype) -> torch.Tensor:
+    """``(rows, 1)`` uniforms in [0, 1): from one generator, or row ``i`` from ``generator[i]``
+    (requests with different seeds share a batch and each still draws its own stream)."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return torch.rand((rows, 1), generator=generator, device=device, dtype=dtype)
+    if len(generator) != rows:
+        raise ValueError(f"{len(generator)} generators for {rows} rows")
+    return torch.cat([torch.rand((1, 1), generator=g, device=device, dtype=dtype) for g in generator])
+
+
+def draw(scores: torch.Tensor, generator: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """One column per row of ``softmax(scores)`` and its log-prob: ``(column, log pi)``.
 
     Inverts the cumulative distribution: the first column whose cumulative mass reaches
@@ -101,7 +111,7 @@ def draw(scores: torch.Tensor, generator: torch.Generator | None) -> tuple[torch
     m = scores.amax(-1, keepdim=True)
     cum = (scores - m).exp_().cumsum_(-1)
     total = cum[:, -1:]
-    u = 1.0 - torch.rand((scores.shape[0], 1), generator=generator, device=scores.device, dtype=cum.dtype)
+    u = 1.0 - _uniform(scores.shape[0], generator, scores.device, cum.dtype)
     col = torch.searchsorted(cum, u * total).clamp_(max=scores.shape[-1] - 1)
     return col, scores.gather(-1, col) - m - total.log()
 
@@ -214,7 +224,7 @@ class _Forward:
 
 
 def _choose(logits: torch.Tensor, temperature: float, top_p: float,
-            generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+            generator: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """(token ids ``(B, 1)``, their behaviour log-probs ``(B, 1)``) for one step."""
     if temperature <= 0:
         token = logits.argmax(-1, keepdim=True)
@@ -229,7 +239,7 @@ def _choose(logits: torch.Tensor, temperature: float, top_p: float,
 
 def sample_rows(model: Any, prompts: Sequence[Sequence[int]], rows: Sequence[int], *, temperature: float,
                 top_p: float, max_new: int, eos: int | None, pad: int, stops: Sequence[str],
-                decode: Callable[[list[int]], str], generator: torch.Generator | None) -> list[Sampled]:
+                decode: Callable[[list[int]], str], generator: Any) -> list[Sampled]:
     """Continue ``prompts[rows[i]]`` for every ``i`` (rows of one prompt share its prefill).
 
     Args:
@@ -239,7 +249,9 @@ def sample_rows(model: Any, prompts: Sequence[Sequence[int]], rows: Sequence[int
         stops: Stop strings; a row whose decoded text contains one finishes (the caller cuts
             the text right after it).
         decode: Token ids -> text, for the stop-string check.
-        generator: Random source (``None``: torch's default).
+        generator: Random source (``None``: torch's default), or one per continuation (a list as
+            long as ``rows``; ``None`` entries use torch's default), so rows of requests with
+            different seeds batch together and each is reproducible from its own seed.
     """
     with torch.no_grad():
         return _sample(model, prompts, rows, temperature, top_p, max_new, eos, pad, stops, decode, generator)
@@ -247,7 +259,10 @@ def sample_rows(model: Any, prompts: Sequence[Sequence[int]], rows: Sequence[int
 
 def _sample(model: Any, prompts: Sequence[Sequence[int]], rows: Sequence[int], temperature: float, top_p: float,
             max_new: int, eos: int | None, pad: int, stops: Sequence[str], decode: Callable[[list[int]], str],
-            generator: torch.Generator | None) -> list[Sampled]:
+            generator: Any) -> list[Sampled]:
+    per_row = generator is not None and not isinstance(generator, torch.Generator)
+    if per_row and len(generator) != len(rows):
+        raise ValueError(f"{len(generator)} generators for {len(rows)} rows")
     device = next(model.parameters()).device
     forward = _Forward(model)
     width = max(len(p) for p in prompts)
@@ -270,7 +285,7 @@ def _sample(model: Any, prompts: Sequence[Sequence[int]], rows: Sequence[int], t
     live = list(range(len(rows)))  # output row of each batch row
     window = 4 * max((len(s) for s in stops if s), default=0) + 2  # tokens (>= 1 byte each) a new stop can span
     for step in range(max_new):
-        token, logp = _choose(logits, temperature, top_p, generator)
+        token, logp = _choose(logits, temperature, top_p, [generator[r] for r in live] if per_row else generator)
         keep: list[int] = []
         for b, (r, t, lp) in enumerate(zip(live, token.squeeze(-1).tolist(), logp.squeeze(-1).tolist(), strict=True)):
             row = out[r]

@@ -265,36 +265,40 @@ class TransformersBackend:
     def generate_sync(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
         """Blocking :meth:`generate`."""
         out: list[list[Completion]] = [[] for _ in requests]
-        rows: dict[tuple, list[tuple[int, str]]] = {}
+        # requests batch together when their sampling settings agree; the seed is not one of them:
+        # row j of a request with seed s draws from its own generator seeded s + j, so requests
+        # with different seeds (every LLM mutator's) share a batch and each stays reproducible
+        rows: dict[tuple, list[tuple[int, str, int | None]]] = {}
         for i, r in enumerate(requests):
             text = r.prompt if r.messages is None else render_messages(r.messages, self.tokenizer)
             key = (float(r.temperature), float(r.top_p), min(int(r.max_tokens), self.max_new_tokens),
-                   r.seed, tuple(r.stop or ()))
-            rows.setdefault(key, []).extend((i, text or "") for _ in range(max(1, r.n)))
+                   tuple(r.stop or ()))
+            rows.setdefault(key, []).extend((i, text or "", None if r.seed is None else int(r.seed) + j)
+                                            for j in range(max(1, r.n)))
         with self._lock:
             for key, items in rows.items():
                 for start in range(0, len(items), self.batch_size):
                     chunk = items[start:start + self.batch_size]
-                    seed = None if key[3] is None else key[3] + start
-                    for (i, _), comp in zip(chunk, self._sample([t for _, t in chunk], key, seed), strict=True):
+                    comps = self._sample([t for _, t, _ in chunk], key, [s for _, _, s in chunk])
+                    for (i, _, _), comp in zip(chunk, comps, strict=True):
                         out[i].append(comp)
         return out
 
-    def _sample(self, texts: list[str], key: tuple, seed: int | None) -> list[Completion]:
+    def _sample(self, texts: list[str], key: tuple, seeds: list[int | None]) -> list[Completion]:
         """Sample one continuation per text; equal texts (a group's rows) share one prefill."""
         import torch
 
         from qdevolve.backends._sampler import sample_rows
 
-        temperature, top_p, max_new, _, stops = key
+        temperature, top_p, max_new, stops = key
         t0 = time.monotonic()
         distinct: dict[str, int] = {}
         rows = [distinct.setdefault(t, len(distinct)) for t in texts]
         prompts = [self._prompt_ids(t) for t in distinct]
         eos = self.tokenizer.eos_token_id
         generator = None
-        if seed is not None and temperature > 0:
-            generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        if temperature > 0 and any(s is not None for s in seeds):
+            generator = [None if s is None else torch.Generator(device=self.device).manual_seed(s) for s in seeds]
         decode = lambda x: self.tokenizer.decode(x, skip_special_tokens=True)  # noqa: E731
         was_training = self.model.training
         self.model.eval()

@@ -75,6 +75,24 @@ def test_seed_makes_sampling_reproducible_and_greedy_is_deterministic(saved):
     assert torch.allclose(torch.tensor(ga[0].logprobs), ref, atol=1e-4)
 
 
+def test_requests_with_different_seeds_share_one_batch_and_each_keeps_its_stream(saved, monkeypatch):
+    """Every LLM mutator sends its own seed: such requests must still batch together (one
+    sampling call), and each request's rows must equal what it gets when sampled alone."""
+    backend = TransformersBackend(str(saved), max_new_tokens=8)
+    reqs = [GenerationRequest(prompt=p, n=2, temperature=1.0, seed=s) for p, s in (("abc", 5), ("xyz", 11), ("abc", 7))]
+    alone = [backend.generate_sync([r])[0] for r in reqs]
+    calls = []
+    real = backend._sample
+    monkeypatch.setattr(backend, "_sample", lambda texts, key, seeds: calls.append(len(texts)) or real(texts, key, seeds))
+    together = backend.generate_sync(reqs)
+    assert calls == [6]  # one batch of 3 requests x 2 rows
+    for a, t in zip(alone, together, strict=True):
+        assert [c.token_ids for c in a] == [c.token_ids for c in t]
+        for ca, ct in zip(a, t, strict=True):
+            assert ca.logprobs == pytest.approx(ct.logprobs, abs=1e-4)
+    assert [c.token_ids for c in together[0]] != [c.token_ids for c in together[2]]  # same prompt, other seed
+
+
 def test_in_process_update_is_seen_by_the_next_call_and_load_policy(saved, tmp_path):
     tok = ByT5Tokenizer()
     model = tiny_model()
