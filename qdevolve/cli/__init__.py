@@ -8,10 +8,17 @@ Every :class:`~qdevolve.errors.QdevolveError` becomes one line on stderr and exi
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
-import click
+# OpenMP's default spin-waiting makes torch's 2 threads burn ~10x the CPU per token when the
+# cores are shared (SmolLM2 sampling under load 22-31: 1.9-2.2 tokens/s spinning, 18-34 with
+# passive waiting; BENCHMARKS.md, "Sampling a real model"). OpenMP reads it once, when torch
+# loads, so the command line sets it before anything imports torch; a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import click  # noqa: E402
 
 from qdevolve.errors import QdevolveError
 
