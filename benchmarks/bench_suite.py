@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (worker processes)")
     ap.add_argument("--out", default=str(RESULTS / "suite_engine.json"))
     ap.add_argument("--resume", action="store_true", help="keep the runs of --out with these settings; run the rest")
+    ap.add_argument("--work", default=None, help="directory for the runs' databases (default: a new temporary one)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
@@ -144,9 +145,11 @@ def main(argv: list[str] | None = None) -> None:
     t_build = time.time()
     bases = {s: str(suite_base_dir(s, CACHE)) for s in seeds}
     build_s = time.time() - t_build
-    command = "python benchmarks/bench_suite.py " + " ".join(argv)
+    shown = [a for i, a in enumerate(argv) if a != "--work" and (i == 0 or argv[i - 1] != "--work")]
+    command = "python benchmarks/bench_suite.py " + " ".join(shown)  # no path of this machine
     load0 = os.getloadavg()
-    tmp = Path(tempfile.mkdtemp(prefix="suite-engine-"))
+    tmp = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="suite-engine-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     example = write_example(tmp / "example", targets, args.examples)
     plans = []
     for s in seeds:

@@ -11,7 +11,9 @@ false``: the base samples, is never updated), or an objective (``grpo``, ``ips``
   :func:`qdevolve.rl.shaping.clipped_improvement`);
 * ``anycopy``: ``shaping.same_class: -0.3`` (a child whose semantic class, its outputs on x =
   -4..11, equals that of any program of its target stored before it; exact copies of any stored
-  program already earn ``duplicate: -0.3`` in every arm);
+  program already earn ``duplicate: -0.3`` in every arm) with ``error`` and ``no_program`` at
+  -0.4, so a failed child never pays more than a repeat (without them a policy pushed off
+  repeats drifts to text that is no program: measured on seed 5, KL 0.5-0.7 to the base);
 * ``all``: the three together.
 
 Without a change an arm runs the example's previous settings (lr 1e-3, no KL, the score as
@@ -132,7 +134,7 @@ def run_config(arm: str, *, policy: str, samples: int, every: int, group: int) -
     if "improve" in changes:
         train["reward"] = "improvement_clipped"
     if "anycopy" in changes:
-        train["shaping"]["same_class"] = -0.3
+        train["shaping"].update(same_class=-0.3, error=-0.4, no_program=-0.4)
     return config
 
 
@@ -227,10 +229,11 @@ def heldout(policy: str, examples: int, *, n: int, seed: int) -> dict[str, Any]:
 
     targets = [with_examples(t, examples) for t in load_heldout()]
     model, tok = load_policy(policy)
-    rows = policy_pass_at(model, tok, targets, n=n, ks=(1, 8, n), seed=seed)
-    return {"per_target": rows, "solved": float(sum(r[f"pass@{n}"] > 0 for r in rows.values())),
+    k8 = min(8, n)
+    rows = policy_pass_at(model, tok, targets, n=n, ks=sorted({1, k8, n}), seed=seed)
+    return {"per_target": rows, "n": n, "solved": float(sum(r[f"pass@{n}"] > 0 for r in rows.values())),
             "pass@1": statistics.fmean(r["pass@1"] for r in rows.values()),
-            "pass@8": statistics.fmean(r["pass@8"] for r in rows.values())}
+            "pass@8": statistics.fmean(r[f"pass@{k8}"] for r in rows.values())}
 
 
 def with_examples(target: Any, examples: int) -> Any:

@@ -9,6 +9,8 @@ training targets; the held-out targets are not in this example). Each target sho
 0..5 not yet shown, with its reference's output; ``benchmarks/bench_suite.py --examples 3``),
 so fewer semantic classes pass and a half-solution is a third. Reported:
 
+* ``error`` when ``EXPR`` is not an expression of the DSL (the status becomes ``error``: such
+  a child never enters the archive, and ``train.shaping.error`` can price it);
 * ``tests``: one pass bit per example of the target (partial credit; the VPO reward vector);
   ``combined_score``: their mean;
 * features ``target`` (the target's index: one archive column per target) and ``length``;
@@ -110,7 +112,8 @@ def evaluate(program_path):
         tests = [1.0 if _value(tree, x) == y else 0.0 for x, y in examples]
         outputs = [_value(tree, x) for x in PROBES]
     except BadExpression as exc:
-        return {"combined_score": 0.0, "tests": [0.0] * len(examples), "features": feats,
-                "artifacts": {"examples": shown, "target": name, "error": str(exc)}}
+        # not a program of the DSL: a failed evaluation (status 'error'), never an archive entry
+        return {"combined_score": 0.0, "error": str(exc), "tests": [0.0] * len(examples), "features": feats,
+                "artifacts": {"examples": shown, "target": name}}
     return {"combined_score": sum(tests) / len(tests), "tests": tests, "features": feats,
             "artifacts": {"examples": shown, "target": name, "expression": text, "outputs": outputs}}
