@@ -45,7 +45,6 @@ DEFAULT_ARMS = "frozen,grpo,grpo+all,ips+all,vpo+all"
 def worker(plans: list[dict[str, Any]]) -> None:
     """Run and measure each plan in this process (torch imported once)."""
     import torch
-
     from suite_engine import run_plan
 
     torch.set_num_threads(1)
