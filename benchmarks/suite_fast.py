@@ -124,7 +124,8 @@ def main() -> None:
     ap.add_argument("--heldout-samples", type=int, default=64,
                     help="samples per held-out target of the short evolution with the final policy")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default=str(RESULTS / "suite.md"))
+    ap.add_argument("--out", default=str(RESULTS / "suite_fast.md"),
+                    help="report path (default suite_fast.md: the earlier suite.md holds the 2026-12-03 runs)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--merge", default=None, help="one report from these JSON reports (a,b,...)")
     args = ap.parse_args()
