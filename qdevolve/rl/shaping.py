@@ -12,9 +12,15 @@ error −0.2, a validation failure −0.1. :class:`RewardShaping` holds one such
    failed child, penalised like a copy when configured;
 2. ``lazy``: the child's normalised code equals a parent's (:func:`qdevolve.types.code_hash`);
 3. ``duplicate``: it equals any program already stored in the run;
-4. the evaluation status when it is not ``ok``: ``error``, ``timeout``, ``memory``,
+4. ``same_class``: it evaluated ``ok`` but its strategy key (the run's ``train.cluster``; the
+   ``semantic`` clusterer gives its outputs on probe inputs) equals the key of a program the
+   run stored before it, within the same problem when ``train.solved_by`` names one: a new
+   text of a behaviour the run already holds (the training listener decides it,
+   :meth:`qdevolve.evolve.training.joined.JoinedListener.child_kind`; :func:`child_kind` here
+   never returns it);
+5. the evaluation status when it is not ``ok``: ``error``, ``timeout``, ``memory``,
    ``killed``, ``invalid`` (the evaluator or the archive rejected it);
-5. ``ok``: the reward is left as it is.
+6. ``ok``: the reward is left as it is.
 
 A kind without a configured value keeps the unshaped reward, so ``RewardShaping()`` is the
 identity and every penalty is opt-in. Config (``train.shaping``)::
@@ -38,14 +44,33 @@ from typing import Any
 from qdevolve.errors import ConfigError
 from qdevolve.types import code_hash
 
-__all__ = ["KINDS", "PRESETS", "RewardShaping", "child_kind"]
+__all__ = ["KINDS", "PRESETS", "RewardShaping", "child_kind", "clipped_improvement"]
 
-KINDS: tuple[str, ...] = ("no_program", "lazy", "duplicate", "error", "timeout", "memory", "killed", "invalid")
+KINDS: tuple[str, ...] = ("no_program", "lazy", "duplicate", "same_class", "error", "timeout", "memory", "killed", "invalid")
 PRESETS: dict[str, dict[str, float]] = {
     # ThetaEvolve's graded error rewards, mapped onto qdevolve's statuses.
     "thetaevolve": {"no_program": -0.4, "lazy": -0.3, "duplicate": -0.3, "error": -0.2, "timeout": -0.2,
                     "memory": -0.2, "killed": -0.2, "invalid": -0.1},
 }
+
+
+def clipped_improvement(score: float, parent_score: float | None, clip: float = 1.0) -> float:
+    """The reward for improving on the parent, in [0, 1] (``train.reward: improvement_clipped``).
+
+    ``r = clip(s_child - s_parent, 0, c) / c`` with ``s`` the evaluator's score, ``s_parent``
+    the parent's score (0 when the child has none) and ``c = clip`` (``train.improvement_clip``,
+    default 1: the score range of the suite). A child no better than its parent earns 0, so a
+    second half-solution from a half-solved parent no longer pays as the plain score would (the
+    suite's measured cause: trained arms raised the top-50 mean while solving fewer targets,
+    issue 33); a full solution from an empty parent earns 1. Formula of this project.
+
+    Raises:
+        ValueError: ``clip`` is not > 0.
+    """
+    if not clip > 0:
+        raise ValueError(f"improvement clip must be > 0, got {clip!r}")
+    delta = float(score) - float(parent_score or 0.0)
+    return min(max(delta, 0.0), float(clip)) / float(clip)
 
 
 def child_kind(*, code: str | None, parent_codes: Iterable[str] = (), stored_hashes: Iterable[str] = (),

@@ -142,9 +142,57 @@ def test_example_targets_are_the_training_targets():
     spec = importlib.util.spec_from_file_location("suite_example_evaluator", ex / "evaluator.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert mod.TARGETS == [t.to_json() for t in load_targets()]
+    assert [{k: v for k, v in row.items() if k != "third"} for row in mod.TARGETS] == \
+        [t.to_json() for t in load_targets()]
     names = set()
     for p in ex.glob("initial_program*.py"):
         line = next(x for x in p.read_text().splitlines() if x.startswith("TARGET = "))
         names.add(line.split('"')[1])
     assert names == {t.name for t in load_targets()}
+
+
+def test_example_third_example_follows_the_reference():
+    """Each target's optional third example: the first input in 0..5 not shown, the reference's output."""
+    import importlib.util
+
+    from qdevolve.rl.tasks.expr_dsl import evaluate
+
+    spec = importlib.util.spec_from_file_location("suite_example_evaluator", ROOT / "examples" / "suite" / "evaluator.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for row in mod.TARGETS:
+        x, y = row["third"]
+        shown = {a for a, _ in row["examples"]}
+        assert x not in shown and x == min(set(range(6)) - shown)
+        assert evaluate(row["reference"], x) == y
+
+
+def test_example_shows_three_examples_when_asked(tmp_path):
+    """``EXAMPLES_PER_TARGET = 3`` (``bench_suite.py --examples 3``): the evaluator scores and shows
+    the third example, so a program fitting only the two examples is a two-thirds solution."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from suite_engine import suite_targets, write_example
+
+    from qdevolve.rl.tasks.expr_dsl import expression_pool
+
+    row = suite_targets(None)[0]
+    mods = {}
+    for k in (2, 3):
+        d = write_example(tmp_path / f"ex{k}", [row], k)
+        spec = importlib.util.spec_from_file_location(f"suite{k}", d / "evaluator.py")
+        mods[k] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[k])
+    prog = tmp_path / "p.py"
+
+    def score(k, expr):
+        prog.write_text(f'TARGET = "{row["name"]}"\nEXPR = "{expr}"\n')
+        return mods[k].evaluate(str(prog))
+
+    out = score(3, row["reference"])
+    assert out["tests"] == [1.0, 1.0, 1.0] and out["artifacts"]["examples"].count(">") == 3
+    half = next(e for es in expression_pool(20000, 0).values() for e in es
+                if score(2, e)["combined_score"] == 1.0 and score(3, e)["combined_score"] < 1.0)
+    assert score(3, half)["tests"] == [1.0, 1.0, 0.0]

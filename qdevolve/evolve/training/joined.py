@@ -12,6 +12,9 @@ than ``ok`` earns ``invalid_reward``, default 0):
 
 * ``score`` (default): the program's score;
 * ``improvement``: score minus the parent's score;
+* ``improvement_clipped``: ``clip(score - parent score, 0, c) / c`` with ``c =
+  improvement_clip`` (default 1; :func:`qdevolve.rl.shaping.clipped_improvement`): only a
+  child better than its parent pays, at most 1;
 * ``tests``: the mean of the per-test vector (falls back to the score);
 * ``binary``: ``1.0`` if the score is ``>= correct_threshold`` (default 1.0), else ``0.0``
   (the counting objectives, IPS/pass@k, want binary outcomes).
@@ -19,7 +22,10 @@ than ``ok`` earns ``invalid_reward``, default 0):
 Then the optional shaping (``train.shaping``, :mod:`qdevolve.rl.shaping`, off by default):
 ``reward = shaping(reward, child_kind(...))`` with the child's code (``None`` for a failed
 mutation), its parents' code, the code hashes stored before it and its status, so a lazy,
-duplicate or failed child earns its configured reward in place of the base one. A copy of its
+duplicate or failed child earns its configured reward in place of the base one; with a
+``same_class`` value, an ``ok`` child whose cluster key equals that of a program stored
+before it (within its ``solved_by`` problem) is of kind ``same_class`` (the keys of the stored
+programs are read from the store once, then kept as children are stored). A copy of its
 parent or of a stored program is not evaluated again, but its rollout is stored and rewarded
 (:meth:`JoinedListener.duplicate_reward`: the copied program's reward, then the shaping) and
 trained on with its group. ``max_samples`` stops the run once that many rollouts (copies
@@ -78,7 +84,7 @@ from qdevolve.types import ArchiveEvent, EvalResult, Program
 
 __all__ = ["JoinedListener", "TrainSettings", "apply_policy_options"]
 
-REWARDS = ("score", "improvement", "tests", "binary")
+REWARDS = ("score", "improvement", "improvement_clipped", "tests", "binary")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +96,7 @@ class TrainSettings:
     objective: dict[str, Any] = field(default_factory=lambda: {"type": "grpo"})
     every: int = 32
     reward: str = "score"
+    improvement_clip: float = 1.0  # c of reward: improvement_clipped (qdevolve.rl.shaping.clipped_improvement)
     invalid_reward: float = 0.0
     cluster: dict[str, Any] = field(default_factory=lambda: {"type": "archive_cell"})
     correct_threshold: float = 1.0
@@ -124,6 +131,9 @@ class TrainSettings:
             raise ConfigError(f"{where}.reward must be one of {', '.join(REWARDS)}, got {s.reward!r}")
         if s.outcome not in ("text", "behaviour"):
             raise ConfigError(f"{where}.outcome must be 'text' or 'behaviour', got {s.outcome!r}")
+        if isinstance(s.improvement_clip, bool) or not isinstance(s.improvement_clip, (int, float)) \
+                or not s.improvement_clip > 0:
+            raise ConfigError(f"{where}.improvement_clip must be a number > 0, got {s.improvement_clip!r}")
         if s.group_size is not None and (isinstance(s.group_size, bool) or int(s.group_size) < 1):
             raise ConfigError(f"{where}.group_size must be an integer >= 1, got {s.group_size!r}")
         from qdevolve.rl.shaping import RewardShaping
@@ -216,6 +226,8 @@ class JoinedListener:
         self.train_log: list[dict[str, Any]] = []
         self.solved: set[Any] = set()  # train.solved_by: problems with a correct program so far
         self._solved_pending: dict[str, Any] = {}  # program id -> problem, until the engine stores it
+        self._class_pending: dict[str, tuple[Any, str]] = {}  # program id -> class (same_class), until stored
+        self._classes: set[tuple[Any, str]] | None = None  # stored classes, read on first use
         self.samples = 0  # rollouts rewarded this session, copies included (train.max_samples)
         self.stop_reason: str | None = None
         self.es = None
@@ -305,35 +317,70 @@ class JoinedListener:
             return 1.0 if result.score >= s.correct_threshold else 0.0
         if s.reward == "improvement" and parent is not None:
             return float(result.score - (parent.score or 0.0))
+        if s.reward == "improvement_clipped":
+            from qdevolve.rl.shaping import clipped_improvement
+
+            return clipped_improvement(result.score, None if parent is None else parent.score, s.improvement_clip)
         if s.reward == "tests" and result.tests:
             return float(sum(result.tests) / len(result.tests))
         return float(result.score)
 
-    def child_kind(self, program: Program, result: EvalResult) -> str:
+    def child_kind(self, program: Program, result: EvalResult, class_key: tuple[Any, str] | None = None) -> str:
         """The shaping kind of ``program`` (:func:`qdevolve.rl.shaping.child_kind`): its code
-        against its parents' code and the programs the run stored before it."""
+        against its parents' code and the programs the run stored before it; ``same_class``
+        when it is new text but ``class_key`` (:meth:`class_of`) is among the stored classes."""
         from qdevolve.rl.shaping import child_kind
 
         failed = bool(program.metadata.get("failed_mutation"))
         code = None if failed else program.code
         parents = [self.store.get_program(pid).code for pid in program.parent_ids] if code else []
-        return child_kind(code=code, parent_codes=parents, stored_hashes=StoredBefore(self.store, self.run_id, program),  # type: ignore[arg-type]
+        kind = child_kind(code=code, parent_codes=parents, stored_hashes=StoredBefore(self.store, self.run_id, program),  # type: ignore[arg-type]
                           status=result.status)
+        if kind == "ok" and class_key is not None and "same_class" in self.shaping.values \
+                and class_key in self.stored_classes():
+            return "same_class"
+        return kind
+
+    def class_of(self, program: Program, result: EvalResult, key: str | None) -> tuple[Any, str] | None:
+        """``(problem, cluster key)`` of an ``ok`` program (the problem: its ``solved_by``
+        feature, else ``None``), or ``None`` when it has no class (not ``ok``, a ``...:none`` key)."""
+        if result.status != "ok" or not key or key.endswith(":none"):
+            return None
+        problem = result.features.get(self.settings.solved_by) if self.settings.solved_by else None
+        return (problem, key)
+
+    def stored_classes(self) -> set[tuple[Any, str]]:
+        """The classes of the programs the run has stored (``same_class``): read from the store
+        on first use (seeds and children, as the clusterer sees them now), then kept by
+        :meth:`count_reward` as each rewarded child is stored."""
+        if getattr(self, "_classes", None) is None:
+            classes: set[tuple[Any, str]] = set()
+            for _seq, prog, res in self.store.iter_evaluated(self.run_id):
+                text = prog.metadata.get("completion") or prog.code
+                c = self.class_of(prog, res, self.cluster_key(prog, res, [], text))
+                if c is not None:
+                    classes.add(c)
+            self._classes = classes
+        return self._classes
 
     def reward(self, program: Program, result: EvalResult, events: list[ArchiveEvent],
                parent: EvalResult | None) -> Reward:
         """Gated, shaped reward, per-test vector and cluster key of the rollout behind ``program``."""
         scalar = self._scalar(program, result, parent)
+        text = program.metadata.get("completion") or program.code
+        key = self.cluster_key(program, result, events, text)
+        cls = self.class_of(program, result, key)
         if self.shaping.enabled:
-            scalar = self.shaping(scalar, self.child_kind(program, result))
+            scalar = self.shaping(scalar, self.child_kind(program, result, cls))
         if result.tests:
             self.n_tests = len(result.tests)
             vector = [float(t) for t in result.tests]
         else:  # failed programs score every test as the gated reward, so vectors line up
             vector = [scalar] * self.n_tests
-        text = program.metadata.get("completion") or program.code
         self._note_solved(program, result)
-        return Reward(scalar, vector, self.cluster_key(program, result, events, text))
+        if cls is not None and "same_class" in self.shaping.values:
+            self._class_pending[program.id] = cls
+        return Reward(scalar, vector, key)
 
     def _note_solved(self, program: Program, result: EvalResult) -> None:
         """``train.solved_by``: the problem of a correct program, counted as solved once the
@@ -362,6 +409,9 @@ class JoinedListener:
         solved = self._solved_pending.pop(program.id, None)
         if solved is not None:
             self.solved.add(solved)
+        cls = getattr(self, "_class_pending", {}).pop(program.id, None)
+        if cls is not None:
+            self.stored_classes().add(cls)
         limit = self.settings.max_samples
         if limit is not None and self.samples >= int(limit) and self.stop_reason is None:
             self.stop_reason = f"train.max_samples: {self.samples} samples drawn"
