@@ -188,8 +188,8 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=4, help="Continuations per prompt (sharing its prefill).")
     ap.add_argument("--llama-url", default="http://127.0.0.1:8791/v1", help="llama.cpp's OpenAI server.")
     ap.add_argument("--llama-model", default="smollm2", help="Model name that server serves.")
-    ap.add_argument("--llama-python", default="/work/main/.venv/bin/python",
-                    help="Interpreter with llama_cpp.server, to start a server when none answers.")
+    ap.add_argument("--llama-python", default=sys.executable,
+                    help="Interpreter with llama_cpp.server, to start a server when none answers (default: this one).")
     ap.add_argument("--quick", action="store_true", help="1 seed, 32 new tokens (< 3 min on 2 idle cores).")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "generation.json")
     args = ap.parse_args()
