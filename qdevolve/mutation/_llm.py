@@ -247,6 +247,9 @@ class LLMMutation:
             except ParseTimeout as exc:
                 out.append(self._failed_reply(parent, others, str(exc), c, common,
                                               {"model": c.model, "finish_reason": c.finish_reason}))
+            except Exception as exc:  # a parser bug on one reply fails that child only, prompt kept
+                out.append(self._failed_reply(parent, others, f"parsing the reply raised {type(exc).__name__}: {exc}",
+                                              c, common, {"model": c.model, "finish_reason": c.finish_reason}))
         return out
 
     def _failed_reply(self, parent: Program, others: list[Program], reason: str, comp: Completion,

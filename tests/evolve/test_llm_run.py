@@ -36,11 +36,12 @@ def test_circle_packing_with_scripted_model(tmp_path: Path) -> None:
                           [{"type": "diff", "weight": 0.5}, {"type": "rewrite", "weight": 0.3},
                            {"type": "crossover", "weight": 0.2}])
     con = sqlite3.connect(tmp_path / "llm.sqlite")
-    rows = con.execute("SELECT operator, prompt_hash, json_extract(metadata, '$.usage.completion_tokens') "
-                       "FROM programs WHERE operator != 'seed'").fetchall()
+    rows = con.execute("SELECT operator, prompt_hash, json_extract(metadata, '$.usage.completion_tokens'), "
+                       "json_extract(metadata, '$.reason') FROM programs WHERE operator != 'seed'").fetchall()
     assert len(rows) == 30
     assert {r[0] for r in rows} == {"diff", "rewrite", "crossover"}
-    assert all(r[1] for r in rows), "every model-made program records its prompt hash"
+    assert all(r[1] for r in rows), ("every model-made program records its prompt hash",
+                                     [r for r in rows if not r[1]])
     assert all((r[2] or 0) > 0 for r in rows), "token usage is stored per program"
     roles = {r[0] for r in con.execute("SELECT DISTINCT role FROM edges")}
     assert {"mutation", "crossover"} <= roles

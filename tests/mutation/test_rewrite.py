@@ -98,3 +98,27 @@ def test_garbage_gives_failed_rewrites(mode):
     with ScriptedServer(GarbageScript(mode)) as server:
         (c,) = run(RewriteMutation(), Program(code=CIRCLE_PACKING), server, n=1, retries=0)
     assert c.code is None and c.error and c.operator == "rewrite"
+
+
+def test_a_parser_that_raises_fails_that_reply_only_and_keeps_the_prompt():
+    """A bug in one reply's parse is that child's failure (prompt hash and reply kept), not the
+    operator's: the group's other replies still become children."""
+    from qdevolve.backends.base import Completion
+
+    good = fenced("# EVOLVE-BLOCK-START\ndef f():\n    return 2\n# EVOLVE-BLOCK-END\n")
+
+    class Flaky(RewriteMutation):
+        def parse(self, reply, parent, others):
+            if "boom" in reply:
+                raise RuntimeError("parser bug")
+            return super().parse(reply, parent, others)
+
+    class TwoReplies:
+        async def generate(self, requests):
+            return [[Completion(text="boom", completion_tokens=1), Completion(text=good, completion_tokens=9)]]
+
+    ctx = MutationContext(rng=np.random.default_rng(0), parent_result=None, n=2)
+    bad, ok = asyncio.run(Flaky().propose(Program(code=CODE), ctx, TwoReplies()))
+    assert bad.code is None and "parsing the reply raised RuntimeError: parser bug" in bad.error
+    assert bad.prompt_hash and bad.prompt_hash == ok.prompt_hash and bad.raw == "boom"
+    assert ok.code == CODE.replace("return 1", "return 2")

@@ -29,8 +29,13 @@ def test_read_state_dict_round_trips_a_saved_model(tmp_path: Path) -> None:
     state = read_state_dict(tmp_path / "v0")
     own = model.state_dict()
     assert state and all(torch.equal(own[k], v) for k, v in state.items())
+    with pytest.raises(ConfigError, match="not a policy version"):
+        read_state_dict(tmp_path)  # neither a model's config.json nor an adapter's
+    bare = tmp_path / "config-only"
+    bare.mkdir()
+    (bare / "config.json").write_text((tmp_path / "v0" / "config.json").read_text())
     with pytest.raises(ConfigError, match="holds no weights"):
-        read_state_dict(tmp_path)
+        read_state_dict(bare)
 
 
 def test_checkpoint_root_follows_train_checkpoint_dir_then_the_database_file(tmp_path: Path) -> None:
