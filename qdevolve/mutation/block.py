@@ -25,7 +25,11 @@ Reading the reply is a careful reader's job, each step recorded in ``metadata["c
    subset of its parameters gets the parent's ``def`` line back, since the fixed code calls it so;
 7. a function's body without its ``def`` line (``function_body``): when the region is one
    top-level function and the reply defines none, the reply is put under the region's
-   ``def`` line and docstring.
+   ``def`` line and docstring;
+8. a renamed function (``renamed``): when the region's one missing public function has no
+   definition in the reply and the reply defines exactly one public function the region
+   does not, that function takes the region's name (an alias keeps the model's name for
+   its own calls); step 6 then restores dropped parameters.
 
 A reply made of SEARCH/REPLACE blocks is applied as a diff (``metadata["salvaged"] = "diff"``).
 The child is refused, with the reason, when the body is empty, unchanged, or no longer
@@ -178,6 +182,36 @@ def _cut_off_tail(body: str, wanted: set[str], notes: list[str]) -> str:
         if wanted:
             return body
     return body
+
+
+def _rename_lone_function(old: str, body: str, notes: list[str]) -> str:
+    """Step 8: the reply's one new public function takes the name of the region's missing one."""
+    try:
+        theirs, mine = ast.parse(textwrap.dedent(old)), ast.parse(body)
+    except (SyntaxError, ValueError):
+        return body
+    fn_types = (ast.FunctionDef, ast.AsyncFunctionDef)
+    wanted = {st.name for st in theirs.body if isinstance(st, fn_types) and not st.name.startswith("_")}
+    have = {st.name for st in mine.body if isinstance(st, (*fn_types, ast.ClassDef))}
+    missing = sorted(wanted - have)
+    new = [st for st in mine.body if isinstance(st, fn_types) and not st.name.startswith("_")
+           and st.name not in wanted]
+    if len(missing) != 1 or len(new) != 1:
+        return body
+    fn, name = new[0], missing[0]
+    lines = body.split("\n")
+    k = fn.lineno - 1
+    head = lines[k]
+    at = head.find(f"def {fn.name}")
+    if at < 0:
+        return body
+    lines[k] = head[:at] + f"def {name}" + head[at + len("def ") + len(fn.name):]
+    uses = any(isinstance(n, ast.Name) and n.id == fn.name for n in ast.walk(mine))
+    end = fn.end_lineno or fn.lineno
+    if uses:  # the model's own calls by its name still resolve
+        lines.insert(end, f"{_indent_of(head)}{fn.name} = {name}")
+    notes.append("renamed")
+    return "\n".join(lines)
 
 
 def _is_usage(st: ast.stmt) -> bool:
@@ -367,7 +401,9 @@ class BlockMutation(LLMMutation):
                 body, got = wrapped, wanted
                 notes.append("function_body")
         if not _indent_of(old):
+            body = _rename_lone_function(old, body, notes)
             body = _restore_signatures(old, body, notes)
+            got = _public_defs(textwrap.dedent(body))
         if not _indent_of(old) and wanted and got is not None:  # unparsable: the syntax check says why
             missing = sorted(wanted - got)
             if missing:

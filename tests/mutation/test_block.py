@@ -97,6 +97,23 @@ def test_a_dropped_parameter_gets_the_parents_signature_back() -> None:
     assert "def priority(value, size):" in child and "signature" not in meta.get("cleaned", [])
 
 
+def test_a_renamed_function_takes_the_regions_name() -> None:
+    """SmolLM2 often renames the function it rewrites (``max_priority``, ``improve_priority``):
+    the one new public function takes the region's name, and an alias keeps its own calls."""
+    child, meta = parse("```python\ndef improve_priority(value):\n    return value * 3\n```")
+    assert block_texts(child) == ["def priority(value, weight):\n    return value * 3\n"]
+    assert meta["cleaned"] == ["renamed", "signature"]
+    child, meta = parse("```python\ndef best(value, weight):\n    return best(value, 0) if weight else value\n```")
+    assert block_texts(child) == ["def priority(value, weight):\n    return best(value, 0) if weight else value\n"
+                                  "best = priority\n"]
+    # two new functions: which one is meant is not known, so the child is refused as before
+    with pytest.raises(ParseError, match="does not define priority"):
+        parse("```python\ndef a(value, weight):\n    return 1\n\ndef b(value, weight):\n    return 2\n```")
+    # the region's function is still there: a new helper is a helper, not a rename
+    child, meta = parse(f"```python\ndef helper(x):\n    return x\n\n{NEW}```")
+    assert "renamed" not in meta.get("cleaned", []) and "def helper(x):" in child
+
+
 def test_windows_line_endings() -> None:
     child, _ = parse("```python\r\n" + NEW.replace("\n", "\r\n") + "```\r\n")
     assert "\r" not in child and NEW in child
@@ -136,7 +153,7 @@ def test_search_replace_reply_is_applied_as_a_diff() -> None:
         ("```python\n```", "no code for the block"),
         ("```python\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n```", "no code for the block"),
         ("```python\ndef priority(value, weight):\n    return value - 2.0 * weight\n```", "same as the parent's"),
-        ("```python\ndef score(value, weight):\n    return value\n```", "does not define priority"),
+        ("```python\nclass Score:\n    pass\n```", "does not define priority"),
     ],
 )
 def test_replies_without_a_usable_body_fail_with_the_reason(reply: str, reason: str) -> None:
