@@ -15,7 +15,6 @@ log-probs the RL objectives importance-weight against.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections import OrderedDict
@@ -33,6 +32,7 @@ from qdevolve.backends.adapters import (
     version_kind,
 )
 from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.backends.coalesce import RequestCoalescer
 from qdevolve.backends.device import model_device, place
 from qdevolve.errors import ConfigError
 
@@ -218,6 +218,7 @@ class TransformersBackend:
         self.max_new_tokens, self.batch_size = int(max_new_tokens), int(batch_size)
         self.policy_version: int | None = None
         self._lock = threading.Lock()
+        self._coalesce = RequestCoalescer(self.generate_sync)
 
     @property
     def device(self) -> Any:
@@ -259,8 +260,12 @@ class TransformersBackend:
 
     # -- generation -------------------------------------------------------------------
     async def generate(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
-        """``n`` samples per request, batched; runs in a worker thread (one batch at a time)."""
-        return await asyncio.to_thread(self.generate_sync, requests)
+        """``n`` samples per request, batched; runs in a worker thread (one batch at a time).
+
+        Concurrent calls (one per plan in flight) are joined into one batched call
+        (:class:`~qdevolve.backends.coalesce.RequestCoalescer`).
+        """
+        return await self._coalesce(requests)
 
     def generate_sync(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
         """Blocking :meth:`generate`."""

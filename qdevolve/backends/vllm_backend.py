@@ -18,7 +18,6 @@ backend. The request/response mapping is in two pure functions,
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import threading
 import time
@@ -35,6 +34,7 @@ from qdevolve.backends.adapters import (
     version_kind,
 )
 from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.backends.coalesce import RequestCoalescer
 from qdevolve.errors import ConfigError, PluginError
 
 __all__ = ["VLLMBackend", "sampling_params_kwargs", "completions_from_output", "lora_request_args", "engine_base"]
@@ -173,6 +173,7 @@ class VLLMBackend:
         self._lora_request: Any = None
         self._base: BaseIdentity | None = None  # the engine's base, hashed at the first adapter
         self._lock = threading.Lock()
+        self._coalesce = RequestCoalescer(self.generate_sync)
         self.llm = self._build(model)
 
     def _build(self, model: str) -> Any:
@@ -215,8 +216,12 @@ class VLLMBackend:
             pass
 
     async def generate(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
-        """All requests in one engine call (vLLM batches them), in a worker thread."""
-        return await asyncio.to_thread(self.generate_sync, requests)
+        """All requests in one engine call (vLLM batches them), in a worker thread.
+
+        Concurrent calls (one per plan in flight) are joined into one batched call
+        (:class:`~qdevolve.backends.coalesce.RequestCoalescer`).
+        """
+        return await self._coalesce(requests)
 
     def generate_sync(self, requests: list[GenerationRequest]) -> list[list[Completion]]:
         """Blocking :meth:`generate`."""

@@ -93,6 +93,25 @@ def test_requests_with_different_seeds_share_one_batch_and_each_keeps_its_stream
     assert [c.token_ids for c in together[0]] != [c.token_ids for c in together[2]]  # same prompt, other seed
 
 
+def test_concurrent_generate_calls_share_one_sampling_batch(saved, monkeypatch):
+    """The engine sends one request per plan, several plans at once: they must be sampled
+    together (one ``_sample`` call), each caller getting its own rows, equal to a lone call's."""
+    backend = TransformersBackend(str(saved), max_new_tokens=8, batch_size=8)
+    reqs = [GenerationRequest(prompt=p, n=1, temperature=1.0, seed=s) for p, s in (("abc", 5), ("xyz", 11), ("k", 3))]
+    alone = [backend.generate_sync([r])[0][0].token_ids for r in reqs]
+    calls = []
+    real = backend._sample
+    monkeypatch.setattr(backend, "_sample", lambda texts, key, seeds: calls.append(len(texts)) or real(texts, key, seeds))
+
+    async def plans():
+        return await asyncio.gather(*(backend.generate([r]) for r in reqs))
+
+    out = asyncio.run(plans())
+    assert calls == [3], "three concurrent one-request calls sampled as one batch"
+    assert [o[0][0].token_ids for o in out] == alone
+    assert asyncio.run(plans()) and calls == [3, 3]  # a second event loop works as well
+
+
 def test_in_process_update_is_seen_by_the_next_call_and_load_policy(saved, tmp_path):
     tok = ByT5Tokenizer()
     model = tiny_model()
