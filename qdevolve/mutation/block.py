@@ -33,8 +33,9 @@ Reading the reply is a careful reader's job, each step recorded in ``metadata["c
 
 A reply made of SEARCH/REPLACE blocks is applied as a diff (``metadata["salvaged"] = "diff"``).
 The child is refused, with the reason, when the body is empty, unchanged, or no longer
-defines a public function or class the parent's region defines (the evaluator or the fixed
-code may call it). The shared checks of :class:`~qdevolve.mutation._llm.LLMMutation` follow
+defines a public function or class of the region that the rest of the program may call: one
+the fixed code names, or one no other definition of the region calls (the evaluator may call
+it); a helper only the region's own functions call may go. The shared checks of :class:`~qdevolve.mutation._llm.LLMMutation` follow
 (syntax, fixed code unchanged in meaning, length).
 """
 
@@ -184,18 +185,20 @@ def _cut_off_tail(body: str, wanted: set[str], notes: list[str]) -> str:
     return body
 
 
-def _rename_lone_function(old: str, body: str, notes: list[str]) -> str:
-    """Step 8: the reply's one new public function takes the name of the region's missing one."""
+def _rename_lone_function(old: str, body: str, wanted: set[str], notes: list[str]) -> str:
+    """Step 8: the reply's one new public function takes the name of the region's missing one
+    (``wanted``: :func:`_required_defs`)."""
     try:
         theirs, mine = ast.parse(textwrap.dedent(old)), ast.parse(body)
     except (SyntaxError, ValueError):
         return body
     fn_types = (ast.FunctionDef, ast.AsyncFunctionDef)
-    wanted = {st.name for st in theirs.body if isinstance(st, fn_types) and not st.name.startswith("_")}
+    region = {st.name for st in theirs.body if isinstance(st, (*fn_types, ast.ClassDef))}
+    wanted = {st.name for st in theirs.body if isinstance(st, fn_types) and st.name in wanted}
     have = {st.name for st in mine.body if isinstance(st, (*fn_types, ast.ClassDef))}
     missing = sorted(wanted - have)
     new = [st for st in mine.body if isinstance(st, fn_types) and not st.name.startswith("_")
-           and st.name not in wanted]
+           and st.name not in region]  # a helper the region already had is not a renamed function
     if len(missing) != 1 or len(new) != 1:
         return body
     fn, name = new[0], missing[0]
@@ -286,6 +289,29 @@ def _public_defs(code: str) -> set[str] | None:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not st.name.startswith("_")}
 
 
+def _required_defs(old: str, fixed: str) -> set[str]:
+    """The region's public functions and classes that the rest of the program may call.
+
+    A definition is required when the fixed code names it, or when no other definition of the
+    region calls it (an entry point the evaluator may call); a helper that only the region's
+    own functions call may go with them. Without that, the helpers a model once added would
+    pile up into requirements every later reply must meet.
+    """
+    try:
+        region = ast.parse(textwrap.dedent(old))
+    except (SyntaxError, ValueError):
+        return set()
+    defs = {st.name: st for st in region.body
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not st.name.startswith("_")}
+    try:
+        outside = {n.id for n in ast.walk(ast.parse(fixed)) if isinstance(n, ast.Name)}
+    except (SyntaxError, ValueError):
+        outside = set(defs)
+    called = {n.id for name, st in defs.items() for n in ast.walk(st) if isinstance(n, ast.Name) and n.id != name}
+    required = {d for d in defs if d in outside or d not in called}
+    return required or set(defs)
+
+
 def _under_parent_header(old: str, body: str) -> str | None:
     """``body`` as the body of the region's one function, under its ``def`` line and docstring.
 
@@ -343,7 +369,7 @@ def body_from_reply(reply: str, parent_code: str, index: int = 0, language: str 
     indent = _indent_of(old) if old.strip() else ""
     body = textwrap.dedent(code).strip("\n")
     if language == "python":
-        body = _cut_off_tail(body, (_public_defs(textwrap.dedent(old)) or set()) if not indent else set(), notes)
+        body = _cut_off_tail(body, _required_defs(old, before + "\n" + after) if not indent else set(), notes)
         if not indent and marked:
             body = _drop_fixed_statements(body, before + "\n" + after, notes)
             body = _drop_usage(body, old, notes)
@@ -394,14 +420,15 @@ class BlockMutation(LLMMutation):
         old = parent.code[blocks[self._index].start:blocks[self._index].end]
         if body.strip() == old.strip():
             raise ParseError("the new block is the same as the parent's")
-        wanted, got = _public_defs(textwrap.dedent(old)), _public_defs(textwrap.dedent(body))
+        fixed = parent.code[:blocks[self._index].start] + parent.code[blocks[self._index].end:]
+        wanted, got = _required_defs(old, fixed), _public_defs(textwrap.dedent(body))
         if not _indent_of(old) and wanted and got == set():
             wrapped = _under_parent_header(old, body)
             if wrapped is not None:  # the model wrote the body of the region's one function
                 body, got = wrapped, wanted
                 notes.append("function_body")
         if not _indent_of(old):
-            body = _rename_lone_function(old, body, notes)
+            body = _rename_lone_function(old, body, wanted, notes)
             body = _restore_signatures(old, body, notes)
             got = _public_defs(textwrap.dedent(body))
         if not _indent_of(old) and wanted and got is not None:  # unparsable: the syntax check says why

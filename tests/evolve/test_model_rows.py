@@ -24,15 +24,18 @@ GOOD = "Try value per weight:\n```python\ndef priority(value, weight, room):\n  
 BAD = "I think dividing would help."
 
 
-def test_rows_count_replies_that_became_evaluated_children() -> None:
+def test_rows_count_replies_that_became_children_and_children_ok() -> None:
     def child(op: str, status: str | None, tokens: int, latency: float) -> tuple[Program, EvalResult | None]:
         meta = {"usage": {"completion_tokens": tokens, "latency_s": latency}}
+        if status == "invalid":  # the operator could not read a program from the reply
+            meta["failed_mutation"] = True
         return Program(code="x = 1\n", operator=op, metadata=meta), None if status is None else EvalResult(status=status)
 
     rows = dict(model_rows([(Program(code="seed\n", operator="seed"), EvalResult(status="ok")),
                             child("block", "ok", 50, 1.0), child("block", "invalid", 30, 0.5),
                             child("diff", "error", 20, 0.5), child("diff", None, 0, 0.0)], elapsed_s=4.0))
-    assert rows["parse rate"].startswith("25.0% (1/4 replies") and "block 1/2, diff 0/2" in rows["parse rate"]
+    assert rows["parse rate"] == "75.0% (3/4 replies parsed into a child; block 1/2, diff 2/2)"
+    assert rows["children ok"] == "25.0% (1/4 replies gave a child that evaluated ok; block 1/2, diff 0/2)"
     assert rows["tokens/s"] == "50.0 per request, 25.0 over the run (100 completion tokens)"
     assert model_rows([(Program(code="seed\n", operator="seed"), EvalResult(status="ok"))], 1.0) == []
 
@@ -54,7 +57,8 @@ def test_a_model_run_summary_shows_parse_rate_and_tokens_per_second(tmp_path: Pa
         evo.close()
     rows = dict(summary.model_rows)
     # one reply in two parses, and only the first good one is new (the rest are duplicates)
-    assert rows["parse rate"].startswith("16.7% (1/6 replies became an evaluated child; block 1/6)"), rows
+    assert rows["parse rate"] == "16.7% (1/6 replies parsed into a child; block 1/6)", rows
+    assert rows["children ok"] == "16.7% (1/6 replies gave a child that evaluated ok; block 1/6)", rows
     assert "block" in rows["parse rate"] and "tokens/s" in rows
     assert summary.best_score > summary.seed_score, "value / weight beats the value-first seed"
     out = io.StringIO()

@@ -114,6 +114,22 @@ def test_a_renamed_function_takes_the_regions_name() -> None:
     assert "renamed" not in meta.get("cleaned", []) and "def helper(x):" in child
 
 
+def test_a_helper_only_the_region_calls_may_go_and_an_entry_point_may_not() -> None:
+    """Helpers a model once added must not become requirements for every later reply."""
+    region = ("def scale(w):\n    return w + 1e-9\n\n\n"
+              "def priority(value, weight):\n    return value / scale(weight)\n")
+    code = CODE.replace("def priority(value, weight):\n    return value - 2.0 * weight\n", region)
+    child, _ = parse(f"```python\n{NEW}```", code)
+    assert block_texts(child) == [NEW], "scale is priority's helper: the reply may drop it"
+    with pytest.raises(ParseError, match="does not define priority"):
+        parse("```python\ndef scale(w):\n    return w\n```", code)
+    # a helper the fixed code calls is required
+    fixed_calls = code.replace("-priority(*it)", "-priority(*it) * scale(1)")
+    assert fixed_calls != code
+    with pytest.raises(ParseError, match="does not define scale"):
+        parse(f"```python\n{NEW}```", fixed_calls)
+
+
 def test_windows_line_endings() -> None:
     child, _ = parse("```python\r\n" + NEW.replace("\n", "\r\n") + "```\r\n")
     assert "\r" not in child and NEW in child

@@ -38,30 +38,37 @@ def training_rows(t: TrainingSummary) -> list[tuple[str, str]]:
 
 
 def model_rows(programs: Iterable[tuple[Program, EvalResult | None]], elapsed_s: float) -> list[tuple[str, str]]:
-    """``(what, value)`` rows about the model's replies: the parse rate and tokens/s.
+    """``(what, value)`` rows about the model's replies: parse rate, children ok and tokens/s.
 
     A reply is a child whose metadata records a completion's ``usage``. Its *parse rate* is
-    the share of replies that became an evaluated child (parsed, then evaluated ``ok``),
-    overall and per operator. Tokens/s is completion tokens over the requests' own time
-    (one stream's speed; requests in flight together each count their whole time) and over
-    the run's wall time. No rows when no child came from a model.
+    the share of replies that became a child to evaluate (the operator could read a program
+    from it: no ``failed_mutation``); *children ok* the share whose child then evaluated
+    ``ok``; both overall and per operator. Tokens/s is completion tokens over the requests'
+    own time (one stream's speed; requests in flight together each count their whole time)
+    and over the run's wall time. No rows when no child came from a model.
     """
-    replies, ok = Counter[str](), Counter[str]()
+    replies, parsed, ok = Counter[str](), Counter[str](), Counter[str]()
     tokens, latency = 0, 0.0
     for program, result in programs:
-        usage = program.metadata.get("usage") if isinstance(program.metadata, dict) else None
+        meta = program.metadata if isinstance(program.metadata, dict) else {}
+        usage = meta.get("usage")
         if not isinstance(usage, dict):
             continue
         replies[program.operator] += 1
+        parsed[program.operator] += not meta.get("failed_mutation")
         ok[program.operator] += bool(result is not None and result.ok)
         tokens += int(usage.get("completion_tokens") or 0)
         latency += float(usage.get("latency_s") or 0.0)
     n = sum(replies.values())
     if not n:
         return []
-    good = sum(ok.values())
-    per_op = ", ".join(f"{op} {ok[op]}/{replies[op]}" for op in sorted(replies))
-    rows = [("parse rate", f"{100 * good / n:.1f}% ({good}/{n} replies became an evaluated child; {per_op})")]
+
+    def share(count: Counter[str], what: str) -> str:
+        per_op = ", ".join(f"{op} {count[op]}/{replies[op]}" for op in sorted(replies))
+        return f"{100 * sum(count.values()) / n:.1f}% ({sum(count.values())}/{n} replies {what}; {per_op})"
+
+    rows = [("parse rate", share(parsed, "parsed into a child")),
+            ("children ok", share(ok, "gave a child that evaluated ok"))]
     speeds = []
     if latency > 0:
         speeds.append(f"{tokens / latency:.1f} per request")
