@@ -14,8 +14,11 @@ replayed to both parsers: qdevolve's operator for the prompt's format (through i
 ``propose``, with a backend that hands back the stored reply), and OpenEvolve's pipeline for
 its diff mode (``extract_diffs``, ``apply_diff_blocks``, the "no match" and "no change"
 rejections, as ``process_parallel`` runs them; ``parse_full_rewrite`` for rewrite prompts).
-A child counts when it parses, passes the parser's checks and its evaluation (the example's
-own evaluator in qdevolve's sandbox) is ``ok``. Writes ``benchmarks/results/replies.md``.
+Per reply and parser the raw file keeps whether it parsed into a child (passing the parser's
+checks), whether that child evaluated ``ok`` (the example's own evaluator in qdevolve's
+sandbox) and beat its parent, and why not; ``--replay FILE`` replays a recording again with
+today's parsers and rewrites that part (``replay``, with its own commit). The table is
+rendered by ``benchmarks/reports/replies.py``.
 
     python benchmarks/bench_replies.py --url http://127.0.0.1:8791/v1 [--per-prompt 16]
     python benchmarks/bench_replies.py --replay benchmarks/results/replies_smollm2.json
@@ -32,14 +35,15 @@ import platform
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
+from _raw import git_state  # noqa: E402
 
 from qdevolve import registry  # noqa: E402
 from qdevolve.backends.base import Completion, GenerationRequest  # noqa: E402
@@ -170,35 +174,35 @@ def openevolve_child(fmt: str, reply: str, code: str) -> tuple[str | None, str]:
     return (None, "Diff did not change the parent program") if child == code else (child, "")
 
 
-def replay(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per (format, parser): replies, parsed, evaluated ok, better than the parent; top reasons."""
+def replay(rows: list[dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
+    """Per recorded reply and parser (``qdevolve``, and ``openevolve`` for its formats): whether it
+    parsed into a child, whether that child evaluated ``ok`` and beat the parent, and the reason
+    when not (the renderer ``benchmarks/reports/replies.py`` tallies these)."""
     evaluate = Evaluations()
     by_name = {name: (example, code) for name, example, code in parents()}
-    tally: dict[tuple[str, str], Counter[str]] = {}
-    reasons: dict[tuple[str, str], Counter[str]] = {}
+    out = []
     for row in rows:
         example, code = by_name[row["parent"]]
         base = evaluate(example, code)
         fmt = row["format"]
         parsers = ["qdevolve"] if fmt == "qdevolve-block" else ["qdevolve", "openevolve"]  # no block prompt there
+        results: dict[str, dict[str, Any]] = {}
         for parser in parsers:
-            t = tally.setdefault((fmt, parser), Counter())
-            why = reasons.setdefault((fmt, parser), Counter())
-            t["replies"] += 1
             child, reason = (qdevolve_child(fmt, row, code, base) if parser == "qdevolve"
                              else openevolve_child(fmt, row["reply"] or "", code))
+            r: dict[str, Any] = {"parsed": child is not None, "ok": False, "better": False}
             if child is None:
-                why[reason[:70]] += 1
-                continue
-            t["parsed"] += 1
-            res = evaluate(example, child)
-            if res.ok:
-                t["ok"] += 1
-                t["better"] += bool(res.score is not None and base.score is not None and res.score > base.score)
+                r["reason"] = reason[:70]
             else:
-                why[f"evaluation {res.status}"] += 1
-    return {f"{fmt}|{parser}": {**dict(t), "reasons": dict(reasons[(fmt, parser)].most_common(4))}
-            for (fmt, parser), t in tally.items()}
+                res = evaluate(example, child)
+                r["ok"] = res.ok
+                r["better"] = bool(res.ok and res.score is not None and base.score is not None
+                                   and res.score > base.score)
+                if not res.ok:
+                    r["reason"] = f"evaluation {res.status}"
+            results[parser] = r
+        out.append(results)
+    return out
 
 
 def run_info(command: str) -> dict[str, Any]:
@@ -210,31 +214,6 @@ def run_info(command: str) -> dict[str, Any]:
             "load": [round(x, 2) for x in os.getloadavg()],
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} "
                        f"{platform.python_version()}"}
-
-
-def report(data: dict[str, Any], table: dict[str, Any]) -> str:
-    meta, s = data["meta"], data["settings"]
-    rows = data["replies"]
-    tok = sum(r["completion_tokens"] for r in rows)
-    secs = sum(r["latency_s"] for r in rows)
-    lines = ["# Real replies: the share that becomes an evaluated child", "",
-             f"- recorded: {meta['date']}, commit {meta['commit']}{' (dirty)' if meta['dirty'] else ''}, "
-             f"load {meta['load']}, {meta['machine']}",
-             f"- command: `{meta['command']}`",
-             f"- model: {s['model']} via {s['server']}; {len(rows)} replies, {s['per_prompt']} per (parent, prompt), "
-             f"seeds 0..{s['per_prompt'] - 1}, temperature {s['temperature']}, max_tokens {s['max_tokens']}; "
-             f"{tok} completion tokens in {secs:.0f} s of requests ({tok / max(secs, 1e-9):.1f} tokens/s)",
-             f"- parents: {', '.join(s['parents'])}", "",
-             "| prompt | parser | replies | parsed | evaluated ok (share) | better than parent | top failure reasons |",
-             "|---|---|---|---|---|---|---|"]
-    for key, t in table.items():
-        fmt, parser = key.split("|")
-        n = t.get("replies", 0)
-        share = 100 * t.get("ok", 0) / n if n else 0.0
-        why = "; ".join(f"{r} ({c})" for r, c in t["reasons"].items()) or "-"
-        lines.append(f"| {fmt} | {parser} | {n} | {t.get('parsed', 0)} | {t.get('ok', 0)} ({share:.0f}%) | "
-                     f"{t.get('better', 0)} | {why.replace('|', '/')} |")
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -270,10 +249,15 @@ def main() -> None:
                 "replies": rows}
         args.out.write_text(json.dumps(data, indent=1))
         print(f"wrote {len(rows)} replies to {args.out}")
-    table = replay(data["replies"])
-    text = report(data, table)
-    (ROOT / "benchmarks" / "results" / "replies.md").write_text(text)
-    print(text)
+    path = args.replay or args.out
+    commit, dirty = git_state(ROOT)
+    data["replay"] = {"commit": commit, "dirty": dirty, "date": dt.datetime.now(dt.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC"), "rows": replay(data["replies"])}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
+    from replies import render  # the table BENCHMARKS.md shows
+
+    print(render(data)["table"])
 
 
 if __name__ == "__main__":

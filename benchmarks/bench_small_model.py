@@ -1,13 +1,17 @@
 """Does a 135M model improve its seed? ``examples/small_model_knapsack`` on five run seeds.
 
-Runs the example (its own config: the ``block`` operator with ``diff`` and ``rewrite``) for
-``--iterations`` children on each run seed, with the ``openai`` backend against an
-OpenAI-compatible server (llama.cpp's, serving SmolLM2-135M-Instruct), and records per seed
-the seed program's score, the best score, whether it improved, the parse rate and tokens/s
-rows of the run summary, and the wall time. Writes ``benchmarks/results/small_model.json``
-and ``benchmarks/results/small_model.md``.
+Runs the example with its own config (the ``block`` operator, SmolLM2-135M-Instruct sampled
+in-process by the ``transformers`` backend) for ``--iterations`` children on each run seed,
+and records per seed the seed program's score, the best score, whether it improved, the
+replies that parsed into a child and that evaluated ok (per operator), completion tokens,
+the requests' own time and the wall time. ``--url`` drives the same run through an
+OpenAI-compatible server instead (llama.cpp's on the same GGUF).
 
-    python benchmarks/bench_small_model.py --url http://127.0.0.1:8791/v1 [--seeds 0 1 2 3 4] [--iterations 64]
+Raw file: ``benchmarks/results/small_model.json`` (``--raw NAME`` for another), written after
+every run seed; its tables are rendered by ``benchmarks/reports/small_model.py``.
+
+    python benchmarks/bench_small_model.py [--seeds 0 1 2 3 4] [--iterations 64]
+    python benchmarks/bench_small_model.py --url http://127.0.0.1:8791/v1 --raw small_model_llamacpp
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_replies import run_info  # noqa: E402
+from _raw import start_meta, write_raw  # noqa: E402
 
 from qdevolve.db import LineageStore  # noqa: E402
 from qdevolve.errors import RunAborted  # noqa: E402
@@ -34,12 +40,32 @@ from qdevolve.evolve.setup.example import load_example  # noqa: E402
 EXAMPLE = ROOT / "examples" / "small_model_knapsack"
 
 
-def one_run(url: str, model: str, seed: int, iterations: int, workdir: Path) -> dict:
+def reply_counts(store: LineageStore, run_id: str) -> dict[str, dict[str, Any]]:
+    """Per operator: replies (children with a completion's usage), parsed into a child, evaluated ok,
+    completion tokens and the requests' own seconds."""
+    out: dict[str, Counter] = {}
+    for _, program, result in store.iter_programs(run_id):
+        usage = program.metadata.get("usage") if isinstance(program.metadata, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        c = out.setdefault(program.operator, Counter())
+        c["replies"] += 1
+        c["parsed"] += not program.metadata.get("failed_mutation")
+        c["ok"] += bool(result is not None and result.ok)
+        c["tokens"] += int(usage.get("completion_tokens") or 0)
+        c["request_s"] += float(usage.get("latency_s") or 0.0)
+    return {op: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in c.items()} for op, c in out.items()}
+
+
+def one_run(seed: int, iterations: int, workdir: Path, url: str | None, model: str) -> dict[str, Any]:
     ex = load_example(EXAMPLE)
-    cfg = ex.config.with_overrides(iterations=iterations, seed=seed,
-                                   backend={"type": "openai", "api_base": url, "model": model})
+    over: dict[str, Any] = {"iterations": iterations, "seed": seed}
+    if url:
+        over["backend"] = {"type": "openai", "api_base": url, "model": model}
+    cfg = ex.config.with_overrides(**over)
+    store = LineageStore(workdir / f"seed{seed}.sqlite")
     t0 = time.time()
-    evo = Evolution.start(ex, cfg, LineageStore(workdir / f"seed{seed}.sqlite"), progress=False)
+    evo = Evolution.start(ex, cfg, store, progress=False)
     try:
         summary = evo.run()
         stop = summary.stop_reason
@@ -47,42 +73,37 @@ def one_run(url: str, model: str, seed: int, iterations: int, workdir: Path) -> 
         summary, stop = summarize(evo, time.time() - t0), f"aborted: {exc}"
     finally:
         evo.close()
-    rows = dict(summary.model_rows)
+    wall = round(time.time() - t0, 1)
     return {"seed": seed, "seed_score": summary.seed_score, "best_score": summary.best_score,
             "improved": bool(summary.best_score is not None and summary.seed_score is not None
                              and summary.best_score > summary.seed_score),
-            "by_status": summary.by_status, "parse_rate": rows.get("parse rate"), "tokens_s": rows.get("tokens/s"),
-            "stop_reason": stop, "wall_s": round(time.time() - t0, 1)}
+            "by_status": dict(summary.by_status), "replies": reply_counts(store, evo.run_id),
+            "stop_reason": stop, "wall_s": wall}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--model", default="smollm2")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--iterations", type=int, default=64)
+    ap.add_argument("--url", default=None, help="Use an OpenAI-compatible server instead of the example's backend.")
+    ap.add_argument("--model", default="smollm2", help="The server's model name (with --url).")
+    ap.add_argument("--raw", default="small_model", help="Raw file name under benchmarks/results/.")
     args = ap.parse_args()
-    meta = run_info("python benchmarks/bench_small_model.py " + " ".join(sys.argv[1:]))
-    runs = []
+    meta = start_meta()
+    ex = load_example(EXAMPLE)
+    backend = ({"type": "openai", "api_base": args.url, "model": args.model} if args.url else ex.config.backend)
+    settings = {"example": "examples/small_model_knapsack", "iterations": args.iterations, "backend": backend,
+                "mutation": ex.config.mutation, "max_pending": ex.config.max_pending, "workers": ex.config.workers}
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            runs.append(one_run(args.url, args.model, seed, args.iterations, Path(tmp)))
+            runs.append(one_run(seed, args.iterations, Path(tmp), args.url, args.model))
             print(json.dumps(runs[-1]), flush=True)
-    meta["load_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
-    out = ROOT / "benchmarks" / "results"
-    (out / "small_model.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    improved = sum(r["improved"] for r in runs)
-    lines = ["# examples/small_model_knapsack with SmolLM2-135M-Instruct (llama.cpp server)", "",
-             f"- {meta['date']}, commit {meta['commit']}{' (dirty)' if meta['dirty'] else ''}, load {meta['load']} "
-             f"-> {meta['load_end']}, {meta['machine']}", f"- command: `{meta['command']}`",
-             f"- **improved its seed on {improved} of {len(runs)} run seeds** ({args.iterations} children each)", "",
-             "| run seed | seed score | best score | parse rate | tokens/s | by status | wall |", "|---|---|---|---|---|---|---|"]
-    for r in runs:
-        lines.append(f"| {r['seed']} | {r['seed_score']:.4f} | {r['best_score']:.4f} | {r['parse_rate']} | "
-                     f"{r['tokens_s']} | {' '.join(f'{k}:{v}' for k, v in sorted(r['by_status'].items()))} | "
-                     f"{r['wall_s']:.0f} s |")
-    (out / "small_model.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+            write_raw(args.raw, {"settings": settings, "runs": runs}, seeds=[r["seed"] for r in runs], meta=meta)
+    sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
+    from small_model import render  # the tables BENCHMARKS.md shows
+
+    print(render(json.loads((ROOT / "benchmarks" / "results" / f"{args.raw}.json").read_text()))["table"])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ reply's code replaces it. When a reply has several fenced blocks, the longest on
 program's language (or untagged) is used.
 
 Salvage, as a careful reader would: a reply that answers with SEARCH/REPLACE blocks instead
-of a program is applied as a diff (``metadata["salvaged"] = "diff"``); a fenced block
+of a program is applied as a diff (``metadata["salvaged"] = "diff"``); a whole program that
+lost its markers gives the region's definitions (``"region_defs"``:
+:func:`region_defs_from_reply`); a fenced block
 without markers that redefines what the parent's one region defines is taken as the
 region's new body (``"block"``) by the ``diff`` operator (see
 :func:`block_from_reply`).
@@ -25,7 +27,7 @@ from qdevolve.mutation._llm import LLMMutation, ParseError, extract_code_blocks
 from qdevolve.mutation.blocks import END, START, find_blocks, splice_blocks
 from qdevolve.types import Program
 
-__all__ = ["RewriteMutation", "code_from_reply", "splice_into", "block_from_reply", "as_diff"]
+__all__ = ["RewriteMutation", "code_from_reply", "splice_into", "block_from_reply", "as_diff", "region_defs_from_reply"]
 
 _ALIASES = {"python": {"python", "py", "python3", ""}}
 
@@ -169,13 +171,54 @@ class RewriteMutation(LLMMutation):
         try:
             child = splice_into(parent.code, code_from_reply(reply, parent.language))
         except ParseError:
-            salvaged = as_diff(reply, parent)
+            salvaged = as_diff(reply, parent) or region_defs_from_reply(reply, parent)
             if salvaged is None:
                 raise
             return salvaged
         if child == parent.code:
             raise ParseError("the rewrite changes nothing inside the EVOLVE-BLOCK regions")
         return child, {}
+
+
+def region_defs_from_reply(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:
+    """The region's functions and classes read out of a whole-program reply that lost its markers.
+
+    Small models rewrite the program but drop the EVOLVE-BLOCK marker lines or change the fixed
+    code around the region. For a Python parent with one top-level region, the reply's top-level
+    definitions of the names the region defines (and new ones the fixed code does not define:
+    helpers the model added) are taken, in the reply's order, as the region's new body
+    (``metadata["salvaged"] = "region_defs"``); the fixed code stays the parent's. ``None``
+    when the reply does not parse, misses one of the region's definitions, or changes nothing.
+    """
+    if parent.language != "python" or START not in parent.code:
+        return None
+    try:
+        blocks = find_blocks(parent.code)
+        new = code_from_reply(reply, parent.language)
+    except (ValueError, ParseError):
+        return None
+    body = parent.code[blocks[0].start:blocks[0].end] if len(blocks) == 1 else ""
+    if not body.strip() or body[:1].isspace():
+        return None
+    new = "\n".join(ln for ln in new.split("\n") if START not in ln and END not in ln)
+    try:
+        region, fixed = ast.parse(body), ast.parse(parent.code[:blocks[0].start] + parent.code[blocks[0].end:])
+        tree = ast.parse(textwrap.dedent(new))
+    except (SyntaxError, ValueError):
+        return None
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    wanted = {st.name for st in region.body if isinstance(st, kinds)}
+    fixed_names = {st.name for st in fixed.body if isinstance(st, kinds)}
+    taken = [st for st in tree.body if isinstance(st, kinds) and (st.name in wanted or st.name not in fixed_names)]
+    if not wanted or not wanted <= {st.name for st in taken}:
+        return None
+    lines = textwrap.dedent(new).split("\n")
+    parts = ["\n".join(lines[min([st.lineno] + [d.lineno for d in st.decorator_list]) - 1:st.end_lineno]).rstrip()
+             for st in taken]
+    child = splice_blocks(parent.code, ["\n\n\n".join(parts) + "\n"])
+    if child == parent.code:
+        return None
+    return child, {"salvaged": "region_defs"}
 
 
 def as_diff(reply: str, parent: Program) -> tuple[str, dict[str, Any]] | None:

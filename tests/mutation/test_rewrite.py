@@ -40,7 +40,7 @@ def test_longest_python_block_is_used():
     ("reply", "reason"),
     [
         ("I would use a hexagonal grid.", "no fenced code block"),
-        (fenced("def f():\n    return 2\n"), "has no EVOLVE-BLOCK markers"),
+        (fenced("def g():\n    return 2\n"), "has no EVOLVE-BLOCK markers"),
         (fenced("# EVOLVE-BLOCK-START\na = 1\n# EVOLVE-BLOCK-END\n# EVOLVE-BLOCK-START\nb = 1\n# EVOLVE-BLOCK-END\n"), "2 EVOLVE-BLOCK region"),
         (fenced("# EVOLVE-BLOCK-START\ndef f():\n    return 1\n# EVOLVE-BLOCK-END\n"), "changes nothing"),
         (fenced("# EVOLVE-BLOCK-START\ndef f(:\n    return 2\n# EVOLVE-BLOCK-END\n"), "SyntaxError"),
@@ -57,9 +57,22 @@ def test_reply_without_markers_but_with_the_skeleton_is_accepted():
     reply = fenced("import math\n\ndef f():\n    return 5\n\nprint(f())\n")
     child, _ = RewriteMutation().parse(reply, Program(code=CODE), [])
     assert child == CODE.replace("return 1", "return 5")
-    changed_skeleton = fenced("import os\n\ndef f():\n    return 5\n\nprint(f())\n")
-    with pytest.raises(ParseError, match="has no EVOLVE-BLOCK markers"):
-        RewriteMutation().parse(changed_skeleton, Program(code=CODE), [])
+    # a changed skeleton: the region's definitions are read out of it, the fixed code stays
+    changed_skeleton = fenced("import os\n\ndef f():\n    return 5\n\nprint('hacked', f())\n")
+    child, meta = RewriteMutation().parse(changed_skeleton, Program(code=CODE), [])
+    assert child == CODE.replace("return 1", "return 5") and meta == {"salvaged": "region_defs"}
+
+
+def test_region_definitions_are_read_out_of_a_program_without_markers():
+    """SmolLM2 answered 36 of 48 rewrite prompts with a program without markers (BENCHMARKS.md)."""
+    reply = fenced("import math\n\ndef helper(x):\n    return x * 2\n\n\ndef f():\n    return helper(3)\n\n"
+                   "def pack():\n    return 'the fixed code, changed'\n")
+    parent = Program(code=CODE.replace("print(f())", "def pack():\n    return f()"))
+    child, meta = RewriteMutation().parse(reply, parent, [])
+    assert block_texts(child) == ["def helper(x):\n    return x * 2\n\n\ndef f():\n    return helper(3)\n"]
+    assert "the fixed code, changed" not in child and meta["salvaged"] == "region_defs"
+    with pytest.raises(ParseError, match="has no EVOLVE-BLOCK markers"):  # f is missing: not the region
+        RewriteMutation().parse(fenced("def g():\n    return 1\n"), parent, [])
 
 
 def test_parent_without_markers_is_replaced_whole():
