@@ -146,6 +146,8 @@ def load_raw(name: str, results: Path | None = None) -> dict[str, Any]:
 def _load(values: Any) -> str:
     if not values:
         return "not recorded"
+    if isinstance(values, dict) and {"before", "after"} <= set(values):  # sampled around the measurement
+        return f"{_load(values['before'])} before and {_load(values['after'])} after the measurement"
     return f"{values[0]:.1f}" if isinstance(values, list) else str(values)
 
 
@@ -168,7 +170,8 @@ def describe_meta(name: str, meta: dict[str, Any]) -> str:
     when = meta.get("date", "?")
     if meta.get("started"):
         when = f"{meta['started']} to {when}"
-    load = f"1-minute load average {_load(meta.get('loadavg'))} at the end"
+    load = f"1-minute load average {_load(meta.get('loadavg'))}" + ("" if isinstance(meta.get("loadavg"), dict)
+                                                                    else " at the end")
     if meta.get("loadavg_start"):
         load = f"1-minute load average {_load(meta.get('loadavg_start'))} at the start, {_load(meta.get('loadavg'))} at the end"
     cores = (meta.get("machine") or {}).get("cpu_count") if isinstance(meta.get("machine"), dict) else None
