@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _raw import bootstrap_interval  # noqa: E402
 
-RAW_NAMES = ("replies_heldout",)
+RAW_NAMES = ("replies_smollm2", "replies_heldout")
 LABELS = {"qdevolve-block": "qdevolve `block` (the block's body only)", "qdevolve-diff": "qdevolve `diff`",
           "qdevolve-rewrite": "qdevolve `rewrite`",
           "openevolve-diff": "OpenEvolve 0.4.1 diff prompt (its own `PromptSampler`)"}

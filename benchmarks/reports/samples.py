@@ -300,7 +300,9 @@ def render_ablation(raw: dict) -> dict[str, str]:
 
     Raw shape: that of ``render`` (``runs`` hold the variants' runs and the competitors' runs, copied from
     ``samples.json`` with ``raw["copied_from"]`` naming it)."""
-    variants, competitors = raw["variants"], raw["competitors"]
+    competitors = raw["competitors"]
+    # a variant once (a resumed plan listed the default twice), and a competitor is not a variant
+    variants = [v for v in dict.fromkeys(raw["variants"]) if v not in competitors]
     n = int(raw["calls"])
     runs = _runs(raw)
     best = {key: {s: curves(r["records"], n)[0] for s, r in by_seed.items()} for key, by_seed in runs.items()}

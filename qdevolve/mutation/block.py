@@ -35,8 +35,9 @@ A reply made of SEARCH/REPLACE blocks is applied as a diff (``metadata["salvaged
 The child is refused, with the reason, when the body is empty, unchanged, or no longer
 defines a public function or class of the region that the rest of the program may call: one
 the fixed code names, or one no other definition of the region calls (the evaluator may call
-it); a helper only the region's own functions call may go. The shared checks of :class:`~qdevolve.mutation._llm.LLMMutation` follow
-(syntax, fixed code unchanged in meaning, length).
+it); a helper only the region's own functions call may go. The shared checks of
+:class:`~qdevolve.mutation._llm.LLMMutation` follow (syntax, fixed code unchanged in meaning,
+length).
 """
 
 from __future__ import annotations
