@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _raw import bootstrap_interval  # noqa: E402
+from _raw import bootstrap_interval, verdict  # noqa: E402
 
 RAW_NAMES = ("replies_smollm2", "replies_heldout")
 LABELS = {"qdevolve-block": "qdevolve `block` (the block's body only)", "qdevolve-diff": "qdevolve `diff`",
           "qdevolve-rewrite": "qdevolve `rewrite`",
           "openevolve-diff": "OpenEvolve 0.4.1 diff prompt (its own `PromptSampler`)"}
 PARSER = {"qdevolve": "qdevolve", "openevolve": "OpenEvolve 0.4.1"}
+TARGET = 0.9  # the target share of replies parsed into a child
 
 
 def _tally(raw: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -68,9 +69,10 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
             f"load {meta['load'][0]}; command `{meta['command']}`; {len(raw['replies'])} replies, seeds {first}-"
             f"{first + s['per_prompt'] - 1} per (parent, prompt), temperature {s['temperature']}, max_tokens "
             f"{s['max_tokens']}; {tokens} completion tokens in {secs:.0f} s of requests. Replayed {rp['date']} at "
-            f"commit `{rp['commit']}`{' (tree dirty)' if rp.get('dirty') else ''}.")
+            f"commit `{str(rp['commit'])[:7]}`{' (tree dirty)' if rp.get('dirty') else ''}.")
     share = block_parse_share(raw)
     summary = (f"{100 * share.estimate:.0f} % of the block operator's replies parsed into a child "
-               f"(90 % interval {100 * share.lo:.0f} to {100 * share.hi:.0f} % over {share.n_units} replies)"
+               f"(90 % interval {100 * share.lo:.0f} to {100 * share.hi:.0f} % over {share.n_units} replies); "
+               f"the target >= 90 %: {verdict(share, TARGET, 'greater')}"
                if share.lo is not None else f"{100 * share.estimate:.0f} % of the block operator's replies parsed")
     return {"table": "\n".join(lines), "meta": prov, "summary": summary}
