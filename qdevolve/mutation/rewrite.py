@@ -102,6 +102,16 @@ def _top_names(code: str) -> set[str] | None:
     return names
 
 
+def _regions_and_code(reply: str, parent: Program) -> tuple[list[Any], str] | None:
+    """A marked Python parent's regions and the reply's code (``None`` when either cannot be read)."""
+    if parent.language != "python" or START not in parent.code:
+        return None
+    try:
+        return find_blocks(parent.code), code_from_reply(reply, parent.language)
+    except (ValueError, ParseError):
+        return None
+
+
 def block_from_reply(reply: str, parent: Program) -> str | None:
     """The parent with its one region's body replaced by the reply's fenced block, or ``None``.
 
@@ -109,13 +119,10 @@ def block_from_reply(reply: str, parent: Program) -> str | None:
     markers, parses, and defines every top-level name the parent's region defines (so it is
     the region rewritten, not a fragment). The body is re-indented to the region's.
     """
-    if parent.language != "python" or START not in parent.code:
+    read = _regions_and_code(reply, parent)
+    if read is None:
         return None
-    try:
-        blocks = find_blocks(parent.code)
-        new = code_from_reply(reply, parent.language)
-    except (ValueError, ParseError):
-        return None
+    blocks, new = read
     if len(blocks) != 1 or START in new or END in new:
         return None
     body = parent.code[blocks[0].start:blocks[0].end]
@@ -190,13 +197,10 @@ def region_defs_from_reply(reply: str, parent: Program) -> tuple[str, dict[str, 
     (``metadata["salvaged"] = "region_defs"``); the fixed code stays the parent's. ``None``
     when the reply does not parse, misses one of the region's definitions, or changes nothing.
     """
-    if parent.language != "python" or START not in parent.code:
+    read = _regions_and_code(reply, parent)
+    if read is None:
         return None
-    try:
-        blocks = find_blocks(parent.code)
-        new = code_from_reply(reply, parent.language)
-    except (ValueError, ParseError):
-        return None
+    blocks, new = read
     body = parent.code[blocks[0].start:blocks[0].end] if len(blocks) == 1 else ""
     if not body.strip() or body[:1].isspace():
         return None
