@@ -67,7 +67,17 @@ def _curves(raw: dict[str, Any], task: str, arm: str) -> tuple[np.ndarray, np.nd
 
 
 def _med(rows: np.ndarray) -> np.ndarray:
-    return np.nanmedian(rows, axis=0)
+    """``np.nanmedian(rows, axis=0)`` (NaN where a column has no value), by one sort: numpy's own
+    takes a masked-array path per call that made this renderer's 4,000-resample bootstraps
+    take 88 s of the report's 97."""
+    rows = np.asarray(rows, dtype=float)
+    s = np.sort(rows, axis=0)  # NaNs sort last
+    n = np.sum(~np.isnan(rows), axis=0)
+    out = np.full(rows.shape[1:], np.nan)
+    ok = n > 0
+    cols = np.nonzero(ok)[0]
+    out[ok] = (s[(n[ok] - 1) // 2, cols] + s[n[ok] // 2, cols]) / 2
+    return out
 
 
 def _fmt_calls(x: float) -> str:
