@@ -91,13 +91,16 @@ def _g(x: float) -> str:
 def ratio_interval(frozen: np.ndarray, arm: np.ndarray) -> Any:
     """reach(arm's median curve, frozen's final median) / reach(frozen's own) with its paired bootstrap interval."""
     k = min(len(frozen), len(arm))
+    seen: dict[tuple[int, ...], float] = {}  # a median depends only on which seeds, not their order
 
     def stat(idx: np.ndarray) -> float:
-        idx = idx.astype(int)
-        f, a = _med(frozen[idx]), _med(arm[idx])
-        target = f[-1]
-        own = reach(f, target)
-        return reach(a, target) / max(own, 1.0)
+        key = tuple(sorted(idx.astype(int).tolist()))
+        if key not in seen:
+            rows = list(key)
+            f, a = _med(frozen[rows]), _med(arm[rows])
+            target = f[-1]
+            seen[key] = reach(a, target) / max(reach(f, target), 1.0)
+        return seen[key]
 
     return bootstrap_interval(np.arange(k, dtype=float), stat, n=RESAMPLES)
 
