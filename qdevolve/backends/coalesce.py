@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RequestCoalescer"]
+__all__ = ["RequestCoalescer", "settle"]
 
 
 class RequestCoalescer:
@@ -60,21 +60,22 @@ class RequestCoalescer:
                 results = await asyncio.to_thread(self.run_batch, flat)
             except Exception as exc:
                 if len(jobs) == 1:
-                    _settle(jobs[0][1], error=exc)
+                    settle(jobs[0][1], error=exc)
                 else:  # find whose requests raised: each call alone
                     for reqs, fut in jobs:
                         try:
-                            _settle(fut, value=await asyncio.to_thread(self.run_batch, reqs))
+                            settle(fut, value=await asyncio.to_thread(self.run_batch, reqs))
                         except Exception as one:
-                            _settle(fut, error=one)
+                            settle(fut, error=one)
                 continue
             k = 0
             for reqs, fut in jobs:
-                _settle(fut, value=results[k:k + len(reqs)])
+                settle(fut, value=results[k:k + len(reqs)])
                 k += len(reqs)
 
 
-def _settle(future: asyncio.Future, *, value: Any = None, error: BaseException | None = None) -> None:
+def settle(future: asyncio.Future, value: Any = None, error: BaseException | None = None) -> None:
+    """Give ``future`` its result or exception, unless it is already done (a cancelled waiter)."""
     if future.done():
         return
     if error is not None:

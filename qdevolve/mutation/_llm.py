@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from qdevolve.backends.base import Completion, GenerationRequest
+from qdevolve.backends.coalesce import settle
 from qdevolve.errors import RunAborted
 from qdevolve.mutation.base import Candidate, MutationContext
 from qdevolve.mutation.fixed_code import fixed_code_violation
@@ -77,14 +78,6 @@ async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
     def work() -> None:
         _DEADLINE.set(time.monotonic() + timeout_s)
         value: Any = None
@@ -94,7 +87,7 @@ async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:
         except BaseException as exc:  # handed to the awaiting task, which decides
             error = exc
         try:
-            loop.call_soon_threadsafe(settle, value, error)
+            loop.call_soon_threadsafe(settle, future, value, error)
         except RuntimeError:  # the loop closed while we parsed: nobody waits for the result
             pass
 
