@@ -76,7 +76,7 @@ from typing import Any
 
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
-from qdevolve.errors import ConfigError
+from qdevolve.errors import ConfigError, PluginError
 from qdevolve.evolve.setup import RunConfig, policy_path
 from qdevolve.evolve.training.joined_backend import LockedBackend, StoredBefore
 from qdevolve.evolve.training.listener import Reward
@@ -182,10 +182,21 @@ def apply_policy_options(config: RunConfig, *, policy: str | None, objective: st
     if every:
         train["every"] = every
     TrainSettings.from_dict(train)
-    mutation = [dict(m) for m in config.mutation] if any(m.get("type") == "policy" for m in config.mutation) \
+    # Every model call is a rollout: operators that sample the backend (block, diff, rewrite,
+    # policy...) are kept and sample the trained policy; a config with none gets the policy operator.
+    mutation = [dict(m) for m in config.mutation] if any(_samples_model(m) for m in config.mutation) \
         else [{"type": "policy", "weight": 1.0, **dict(train.get("operator") or {})}]
     backend = {"type": "transformers", "policy": train.get("policy", "tiny")}
     return config.with_overrides(train=train, mutation=mutation, backend=backend)
+
+
+def _samples_model(spec: dict[str, Any]) -> bool:
+    """Whether the mutation operator ``spec`` names asks the backend for completions."""
+    try:
+        cls = registry.mutation.get(str(spec.get("type")))
+    except PluginError:  # an unknown name is reported where the operators are built, with a hint
+        return False
+    return bool(getattr(cls, "needs_backend", False))
 
 
 

@@ -1,0 +1,148 @@
+"""Does training the model in the loop pay with a pretrained model? SmolLM2-135M on one problem.
+
+The single-problem, test-time setting where the literature reports wins for training in the
+loop (EvoTune, ThetaEvolve): ``examples/small_model_knapsack`` run as a joined run, the
+``block`` operator sampling SmolLM2-135M-Instruct in process, every model call a rollout.
+Four arms at equal model calls, on the same run seeds:
+
+* ``frozen``: the same joined run with training off (``train.enabled: false``), the base only;
+* ``grpo``: GRPO on LoRA adapters (rank 4), KL anchor to the base (beta), reward the child's
+  clipped improvement over its parent (a copy or a worse child earns 0);
+* ``ips``: IPS (inverse-probability scaling by the child's strategy cluster, ``ast_shape``)
+  on the same LoRA adapters, reward and anchor;
+* ``es``: evolution strategies on all weights, forward passes only: one group per population
+  member, an update per population.
+
+Per run the raw file keeps every child in sampling order (score, status, improvement over its
+parent, cluster key, group, policy version) and each trainer step's metrics; the tables and
+the calls-vs-quality plot are rendered by ``benchmarks/reports/real_join.py``.
+
+    python benchmarks/bench_real_join.py                       # 3 run seeds x 4 arms x 32 calls
+    python benchmarks/bench_real_join.py --seeds 0 --arms frozen grpo --calls 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _raw import load_raw, raw_path, start_meta, write_raw  # noqa: E402
+
+from qdevolve.db import LineageStore  # noqa: E402
+from qdevolve.errors import RunAborted  # noqa: E402
+from qdevolve.evolve.core.engine import Evolution  # noqa: E402
+from qdevolve.evolve.report import summarize  # noqa: E402
+from qdevolve.evolve.setup.example import load_example  # noqa: E402
+from qdevolve.evolve.training import apply_policy_options  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "small_model_knapsack"
+ARMS = ("frozen", "grpo", "ips", "es")
+MAX_TOKENS = 128  # a priority() body fits; 200-token replies were mostly rambling past the block
+
+
+def train_section(arm: str, *, group: int, lr: float, beta: float, every: int) -> dict[str, Any]:
+    """The ``train`` section of one arm (module docstring)."""
+    trainer = {"use_lora": True, "learning_rate": lr, "beta": beta, "max_completion_length": MAX_TOKENS,
+               "temperature": 0.6}  # the block operator samples at 0.6: log-probs must match
+    objective: dict[str, Any] = {"type": "grpo"}
+    if arm == "ips":
+        objective = {"type": "ips", "key": "cluster"}
+    elif arm == "es":  # every weight, forward passes only; a population is `group`-children groups
+        objective = {"type": "es", "population": 2 * every // group, "sigma": 1e-3, "alpha": 5e-4}
+        trainer = {"use_lora": False, "temperature": 0.6, "max_completion_length": MAX_TOKENS}
+    return {"policy": "smollm2-135m-instruct", "objective": objective, "every": every,
+            "reward": "improvement_clipped", "cluster": {"type": "ast_shape"}, "trainer": trainer,
+            "backend": {"batch_size": 16}, "enabled": arm != "frozen", "group_size": group}
+
+
+def children(store: LineageStore, run_id: str) -> list[dict[str, Any]]:
+    """Every model-made child in sampling order (rollout seq): what the report needs of it."""
+    out = []
+    for _seq, ro in store.rollouts(run_id):
+        prog = store.get_program(ro.program_id) if ro.program_id else None
+        res = store.get_evaluation(ro.program_id) if ro.program_id else None
+        parent = store.get_evaluation(prog.parent_ids[0]) if prog and prog.parent_ids else None
+        ok = bool(res is not None and res.ok and res.score is not None)
+        meta = ro.metadata or {}
+        out.append({"score": round(res.score, 6) if ok else None, "ok": ok,
+                    "parsed": bool(prog is not None and not prog.metadata.get("failed_mutation")),
+                    "copy": "duplicate_of" in meta,
+                    "parent_score": None if parent is None or parent.score is None else round(parent.score, 6),
+                    "reward": ro.reward, "cluster": ro.cluster_key, "group": ro.group_id,
+                    "version": ro.policy_version, "tokens": ro.completion_tokens})
+    return out
+
+
+def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    ex = load_example(EXAMPLE)
+    mutation = [{**m, "max_tokens": MAX_TOKENS} for m in ex.config.mutation]
+    cfg = ex.config.with_overrides(iterations=args.calls, seed=seed, children_per_parent=args.group,
+                                   mutation=mutation,
+                                   train=train_section(arm, group=args.group, lr=args.lr, beta=args.beta,
+                                                       every=args.every))
+    cfg = apply_policy_options(cfg, policy=None, objective=None, every=None)
+    store = LineageStore(workdir / f"{arm}-{seed}.sqlite", create=True)
+    t0 = time.time()
+    evo = Evolution.start(ex, cfg, store, progress=False)
+    try:
+        summary = evo.run()
+        stop = summary.stop_reason
+    except RunAborted as exc:
+        summary, stop = summarize(evo, time.time() - t0), f"aborted: {exc}"
+    finally:
+        evo.close()
+    wall = round(time.time() - t0, 1)
+    steps = [{"version": r["version"], **{k: v for k, v in (r.get("metrics") or {}).items()
+                                          if isinstance(v, (int, float)) and not isinstance(v, bool)}}
+             for r in store.policy_versions(evo.run_id) if r["version"] > 0]
+    return {"arm": arm, "seed": seed, "seed_score": summary.seed_score, "best_score": summary.best_score,
+            "children": children(store, evo.run_id), "steps": steps, "stop_reason": stop, "wall_s": wall}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    ap.add_argument("--calls", type=int, default=32, help="Model calls (children) per run, equal for every arm.")
+    ap.add_argument("--group", type=int, default=4, help="Children per parent prompt: one RL group.")
+    ap.add_argument("--every", type=int, default=8, help="A trainer step every N evaluated children.")
+    ap.add_argument("--lr", type=float, default=2e-4, help="LoRA learning rate (grpo, ips).")
+    ap.add_argument("--beta", type=float, default=0.1, help="KL anchor to the base (grpo, ips).")
+    ap.add_argument("--raw", default="real_join", help="Raw file name under benchmarks/results/.")
+    ap.add_argument("--append", action="store_true", help="Keep the raw file's runs and add these.")
+    args = ap.parse_args()
+    meta = start_meta()
+    settings = {"example": "examples/small_model_knapsack", "calls": args.calls, "group": args.group,
+                "every": args.every, "lr": args.lr, "beta": args.beta, "max_tokens": MAX_TOKENS,
+                "arms": {a: train_section(a, group=args.group, lr=args.lr, beta=args.beta, every=args.every)
+                         for a in ARMS}}
+    runs: list[dict[str, Any]] = []
+    if args.append and raw_path(args.raw).exists():
+        runs = [r for r in load_raw(args.raw)["runs"] if (r["arm"], r["seed"]) not in
+                {(a, s) for a in args.arms for s in args.seeds}]
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:  # seed-major: an interrupted run still leaves paired arms
+            for arm in args.arms:
+                r = one_run(arm, seed, args, Path(tmp))
+                runs.append(r)
+                print(json.dumps({k: v for k, v in r.items() if k not in ("children",)}), flush=True)
+                write_raw(args.raw, {"settings": settings, "runs": runs},
+                          seeds=sorted({x["seed"] for x in runs}), meta=meta)
+    sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
+    from real_join import render  # the tables BENCHMARKS.md shows
+
+    for name, text in render(load_raw(args.raw)).items():
+        print(f"\n{name}:\n{text}")
+
+
+if __name__ == "__main__":
+    main()

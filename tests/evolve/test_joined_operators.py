@@ -1,0 +1,28 @@
+"""A train section keeps the model operators the config names: every model call is a rollout.
+
+The joined run used to replace the config's operators with the ``policy`` operator, so a
+model example (``block`` prompts in chat form) could not be trained in the loop at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qdevolve.evolve.setup.example import load_example
+from qdevolve.evolve.training import apply_policy_options
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_model_operators_are_kept_and_sample_the_trained_policy():
+    ex = load_example(ROOT / "examples" / "small_model_knapsack")
+    cfg = ex.config.with_overrides(train={"policy": "tiny", "objective": {"type": "grpo"}})
+    out = apply_policy_options(cfg, policy=None, objective=None, every=None)
+    assert [m["type"] for m in out.mutation] == ["block"]
+    assert out.backend == {"type": "transformers", "policy": "tiny"}  # the trained policy serves them
+
+
+def test_a_config_without_model_operators_gets_the_policy_operator():
+    ex = load_example(ROOT / "examples" / "small_model_knapsack")
+    cfg = ex.config.with_overrides(mutation=[{"type": "ast"}], train={"policy": "tiny"})
+    out = apply_policy_options(cfg, policy=None, objective=None, every=None)
+    assert [m["type"] for m in out.mutation] == ["policy"]
