@@ -189,16 +189,12 @@ def merge(raw_path: Path, part_path: Path) -> None:
 
 
 def plot_raw(raw_path: Path, png: Path) -> None:
-    """The median best and top-10 curves of every task and arm (band: min-max over seeds) as a PNG."""
-    from samples_report import plot, report_lines
+    """The plot ``benchmarks/report.py`` keeps in ``docs/bench_samples.png``, drawn from ``raw_path`` into ``png``."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
+    import samples as renderer
 
-    data = json.loads(raw_path.read_text())
-    results: dict[str, dict[str, list]] = {}
-    for r in data["runs"]:
-        if r["records"]:
-            results.setdefault(r["task"], {}).setdefault(r["arm"], []).append([tuple(x) for x in r["records"]])
-    summaries = {t: report_lines(t, results[t], data["calls"])[1] for t in data["tasks"] if t in results}
-    plot(summaries, {t: results[t] for t in summaries}, data["calls"], png)
+    for series in renderer.plots(json.loads(raw_path.read_text())).values():
+        renderer.draw(png, series)
 
 
 def main() -> None:

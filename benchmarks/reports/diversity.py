@@ -56,9 +56,11 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
     out["targets"] = targets(raw)
     main = s["main"]["table"]
     n = main["base"]["seeds"]
-    out["effk"] = (f"effective answers {_fmt(main['grpo']['train/effK'])} (grpo) and "
-                   f"{_fmt(main['ips']['train/effK'])} (ips) against the base's {main['base']['train/effK'][0]:.2f} "
-                   f"(mean ± sd over {n} seeds)")
+    grpo, ips = _per_seed(raw, "grpo", "effK"), _per_seed(raw, "ips", "effK")
+    g = bootstrap_interval([grpo[k] for k in sorted(grpo)])
+    i = bootstrap_interval([ips[k] for k in sorted(ips)])
+    out["effk"] = (f"effective answers {g.text()} (grpo) and {i.text()} (ips) against the base's "
+                   f"{main['base']['train/effK'][0]:.2f} (mean over {n} seeds, bootstrap interval over seeds)")
     return out
 
 

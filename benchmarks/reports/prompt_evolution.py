@@ -4,7 +4,12 @@ children, the best child (bold when it beats the seed program) and templates pro
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _raw import bootstrap_interval  # noqa: E402
 
 
 def _templates(row: dict[str, Any]) -> tuple[int, int]:
@@ -35,6 +40,11 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
                  for f in [r for r in rows if r["arm"] == "fixed" and r["seed"] == s] if e["best"] > f["best"])
     summary = (f"{len(seeds)} seeds, {calls_text}): the model wrote {valid} valid template{'s' * (valid != 1)} in "
                f"{proposed} tries")
+    per_seed = [(sum(_templates(r)[1] for r in evolve if r["seed"] == s),
+                 sum(_templates(r)[0] for r in evolve if r["seed"] == s)) for s in seeds]
+    if proposed:
+        share = bootstrap_interval(per_seed, lambda rows: float(rows[:, 0].sum() / max(rows[:, 1].sum(), 1)))
+        summary += f" (valid share {share.text(fmt='{:.0%}')})"
     summary += (", so it does not help at that size" if valid == 0 else
                 f"; the evolve arm's best child beat the fixed arm's on {better} of {len(seeds)} seeds")
     return {"table": "\n".join(lines), "summary": summary}

@@ -294,6 +294,69 @@ def render(raw: dict) -> dict[str, str]:
             "target": "\n".join(target_lines), "missing": missing_md, "summary": summary}
 
 
+PNG = "docs/bench_samples.png"
+
+
+def _r(a: np.ndarray) -> list[float | None]:
+    return [None if math.isnan(v) else round(float(v), 6) for v in a]
+
+
+def plots(raw: dict) -> dict[str, dict]:
+    """``docs/bench_samples.png``: per task, the median best and top-10 curves of every framework
+    over its seeds, with the min-max band over seeds (the series are kept beside the PNG)."""
+    if "arms" not in raw:
+        return {}
+    n = int(raw["calls"])
+    runs = _runs(raw)
+    series: dict[str, dict] = {}
+    for t in raw["tasks"]:
+        for a in raw["arms"]:
+            by_seed = runs.get((t, a))
+            if not by_seed:
+                continue
+            cs = [curves(r["records"], n) for r in by_seed.values()]
+            entry = {}
+            for i, key in enumerate(("best", "top10")):
+                rows = np.array([c[i] for c in cs])
+                with np.errstate(all="ignore"):
+                    entry[key] = {"median": _r(_median_curve(rows)), "lo": _r(np.nanmin(rows, axis=0)) if
+                                  (~np.isnan(rows)).any() else [], "hi": _r(np.nanmax(rows, axis=0))}
+            series.setdefault(t, {})[a] = entry
+    return {PNG: {"calls": n, "tasks": series}}
+
+
+def draw(png: Path, data: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(data["tasks"])
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 6.0), squeeze=False)
+    colors = {"qdevolve": "tab:blue", "openevolve": "tab:orange", "shinka": "tab:green"}
+    x = list(range(data["calls"] + 1))
+    nan = float("nan")
+    for j, task in enumerate(tasks):
+        for i, key in enumerate(("best", "top10")):
+            ax = axes[i][j]
+            for fw, entry in data["tasks"][task].items():
+                e = entry[key]
+                f = [nan if v is None else v for v in e["median"]]
+                (line,) = ax.plot(x, f, label=NAMES.get(fw, fw), color=colors.get(fw))
+                if e["lo"]:
+                    ax.fill_between(x, [nan if v is None else v for v in e["lo"]],
+                                    [nan if v is None else v for v in e["hi"]], alpha=0.15, color=line.get_color())
+            ax.set_title(f"{TASK_NAMES.get(task, task)}: {'best score' if key == 'best' else 'top-10 mean'}",
+                         fontsize=9)
+            ax.set_xlabel("model calls", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
+
+
 def render_ablation(raw: dict) -> dict[str, str]:
     """The ablation table: every qdevolve arm of ``raw["variants"]`` (the default among them) taken in
     turn as the reference against each of ``raw["competitors"]``, with the ratio and interval of ``render``.
