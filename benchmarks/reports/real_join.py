@@ -146,10 +146,17 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
                                     for s in seeds])
             claims.append(f"| {arm} improves more groups than frozen in the last third (pass@group after) | "
                           f"{arm} minus frozen: {d.text(fmt='{:+.2f}')} | {verdict(d, 0.0, 'greater')} |")
+    summary = "not measured (no frozen arm or no trained arm)"
+    if trained:
+        n_seeds = len(_paired_seeds(arms, best))
+        summary = (f"with SmolLM2-135M trained in the loop on one problem ({n_seeds} run seeds, "
+                   f"{settings.get('calls', '?')} model calls each), the best trained arm ({best}) reaches the frozen "
+                   f"arm's final top-10 mean in {ci.text(fmt='{:.2f}', suffix='x')} of the calls: the <= {TARGET}x "
+                   f"target {verdict(ci, TARGET, 'less')}")
     setup = (f"{settings.get('calls', '?')} model calls per run (groups of {settings.get('group', '?')}), a trainer "
              f"step every {settings.get('every', '?')} children, LoRA lr {settings.get('lr', '?')}, "
              f"KL beta {settings.get('beta', '?')}, replies up to {settings.get('max_tokens', '?')} tokens")
-    return {"table": table, "claims": "\n".join(claims), "setup": setup}
+    return {"table": table, "claims": "\n".join(claims), "setup": setup, "summary": summary}
 
 
 def plots(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -244,7 +244,23 @@ def _table_run(raw: dict[str, Any]) -> str:
         f"| machine | {m['machine']['cpu_count']} CPUs, torch {m['machine']['torch']} |"])
 
 
+def summary(raw: dict[str, Any]) -> str:
+    """The README's line on what the join buys on the suite: claim 1, computed (never canned)."""
+    c = next((c for c in claims(raw) if c["id"] == "1"), None)
+    if c is None:
+        return "not measured (the frozen arm or a trained arm is missing)"
+    solved = by_arm(raw, _final("solved"))
+    n_targets = len(raw["settings"]["targets"])
+    more = c["low"] > 1.0
+    return (f"on {n_targets} suite targets through the engine, the best trained arm ({c['a']}) solves "
+            f"{statistics.fmean(solved[c['a']].values()):.1f} targets against the frozen base's "
+            f"{statistics.fmean(solved['frozen'].values()):.1f}, x{_fmt(c['point'])} (90 % interval "
+            f"{_fmt(c['low'])} to {_fmt(c['high'])}, {c['seeds']} seeds): "
+            + ("more than frozen, " if more else "not surely more than frozen, ")
+            + f"and the >= {_fmt(c['null'], 1)}x target {c['verdict']}")
+
+
 def render(raw: dict[str, Any]) -> dict[str, str]:
-    """Table id -> markdown (module docstring)."""
+    """Table id -> markdown (module docstring); ``summary``: the README's one line."""
     return {"run": _table_run(raw), "solved": _table_solved(raw), "final": _table_final(raw),
-            "changes": _table_changes(raw), "claims": _table_claims(raw)}
+            "changes": _table_changes(raw), "claims": _table_claims(raw), "summary": summary(raw)}
