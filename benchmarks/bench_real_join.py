@@ -7,7 +7,10 @@ Four arms at equal model calls, on the same run seeds:
 
 * ``frozen``: the same joined run with training off (``train.enabled: false``), the base only;
 * ``grpo``: GRPO on LoRA adapters (rank 4), KL anchor to the base (beta), reward the child's
-  clipped improvement over its parent (a copy or a worse child earns 0);
+  score (``--reward score``, the default: 0 for a reply that gives no valid program, so the
+  group contrasts valid and failed children; ``improvement_clipped``: the clipped improvement
+  over the parent, which pays about 1 child in 30 on this problem), a copy of the parent or of
+  a stored program -0.3 (``shaping``);
 * ``ips``: IPS (inverse-probability scaling by the child's strategy cluster, ``ast_shape``)
   on the same LoRA adapters, reward and anchor;
 * ``es``: evolution strategies on all weights, forward passes only: one group per population
@@ -49,18 +52,19 @@ ARMS = ("frozen", "grpo", "ips", "es")
 MAX_TOKENS = 128  # a priority() body fits; 200-token replies were mostly rambling past the block
 
 
-def train_section(arm: str, *, group: int, lr: float, beta: float, every: int) -> dict[str, Any]:
+def train_section(arm: str, *, group: int, lr: float, beta: float, every: int, reward: str) -> dict[str, Any]:
     """The ``train`` section of one arm (module docstring)."""
     trainer = {"use_lora": True, "learning_rate": lr, "beta": beta, "max_completion_length": MAX_TOKENS,
                "temperature": 0.6}  # the block operator samples at 0.6: log-probs must match
     objective: dict[str, Any] = {"type": "grpo"}
     if arm == "ips":
-        objective = {"type": "ips", "key": "cluster"}
+        objective = {"type": "ips", "key": "cluster", "reward": "raw"}  # graded: knapsack scores never reach 1
     elif arm == "es":  # every weight, forward passes only; a population is `group`-children groups
         objective = {"type": "es", "population": 2 * every // group, "sigma": 1e-3, "alpha": 5e-4}
         trainer = {"use_lora": False, "temperature": 0.6, "max_completion_length": MAX_TOKENS}
     return {"policy": "smollm2-135m-instruct", "objective": objective, "every": every,
-            "reward": "improvement_clipped", "cluster": {"type": "ast_shape"}, "trainer": trainer,
+            "reward": reward, "shaping": {"lazy": -0.3, "duplicate": -0.3},
+            "cluster": {"type": "ast_shape"}, "trainer": trainer,
             "backend": {"batch_size": 16}, "enabled": arm != "frozen", "group_size": group}
 
 
@@ -88,7 +92,7 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
     cfg = ex.config.with_overrides(iterations=args.calls, seed=seed, children_per_parent=args.group,
                                    mutation=mutation,
                                    train=train_section(arm, group=args.group, lr=args.lr, beta=args.beta,
-                                                       every=args.every))
+                                                       every=args.every, reward=args.reward))
     cfg = apply_policy_options(cfg, policy=None, objective=None, every=None)
     store = LineageStore(workdir / f"{arm}-{seed}.sqlite", create=True)
     t0 = time.time()
@@ -117,14 +121,18 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=8, help="A trainer step every N evaluated children.")
     ap.add_argument("--lr", type=float, default=2e-4, help="LoRA learning rate (grpo, ips).")
     ap.add_argument("--beta", type=float, default=0.1, help="KL anchor to the base (grpo, ips).")
+    ap.add_argument("--reward", default="score", choices=("score", "improvement_clipped"),
+                    help="The rollout reward: the child's score (0 for a reply that gives no valid program), "
+                         "or its clipped improvement over the parent.")
     ap.add_argument("--raw", default="real_join", help="Raw file name under benchmarks/results/.")
     ap.add_argument("--append", action="store_true", help="Keep the raw file's runs and add these.")
     args = ap.parse_args()
     meta = start_meta()
     settings = {"example": "examples/small_model_knapsack", "calls": args.calls, "group": args.group,
                 "every": args.every, "lr": args.lr, "beta": args.beta, "max_tokens": MAX_TOKENS,
-                "arms": {a: train_section(a, group=args.group, lr=args.lr, beta=args.beta, every=args.every)
-                         for a in ARMS}}
+                "reward": args.reward,
+                "arms": {a: train_section(a, group=args.group, lr=args.lr, beta=args.beta, every=args.every,
+                                          reward=args.reward) for a in ARMS}}
     runs: list[dict[str, Any]] = []
     if args.append and raw_path(args.raw).exists():
         runs = [r for r in load_raw(args.raw)["runs"] if (r["arm"], r["seed"]) not in

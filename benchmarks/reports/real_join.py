@@ -155,7 +155,8 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
                    f"target {verdict(ci, TARGET, 'less')}")
     setup = (f"{settings.get('calls', '?')} model calls per run (groups of {settings.get('group', '?')}), a trainer "
              f"step every {settings.get('every', '?')} children, LoRA lr {settings.get('lr', '?')}, "
-             f"KL beta {settings.get('beta', '?')}, replies up to {settings.get('max_tokens', '?')} tokens")
+             f"KL beta {settings.get('beta', '?')}, reward {settings.get('reward', 'improvement_clipped')}, "
+             f"replies up to {settings.get('max_tokens', '?')} tokens")
     return {"table": table, "claims": "\n".join(claims), "setup": setup, "summary": summary}
 
 
