@@ -2,8 +2,9 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_store.py                 # print the table
-    .venv/bin/python benchmarks/bench_store.py --out benchmarks/results/store.md
+    .venv/bin/python benchmarks/bench_store.py                      # writes benchmarks/results/store.json
+    .venv/bin/python benchmarks/bench_store.py --repeats 5 --raw store_5
+    .venv/bin/python benchmarks/bench_store.py --only-inspect --inspect-n 200000
 
 Goals (issue 14, item 8): on a 200,000-program run ``archive stats``, ``lineage export
 --format graphml`` and ``lineage tree --depth 50 --top 1000`` each <= 3 s and <= 300 MB (peak
@@ -13,25 +14,52 @@ Goals (issue 2): insert >= 20,000 programs/s (each with its parent edge and an e
 batched); ancestry of a 5,000-deep chain < 50 ms; networkx graph of a 100,000-program run
 < 3 s; GraphML export of it < 10 s. Programs are built before the clock starts, so the
 insert figure is the store's cost (row building, JSON, SQL), not ``Program``'s hashing.
+
+Every measurement is taken ``--repeats`` times: the in-process ones on a fresh store per
+repeat (the programs rebuilt, untimed), the inspection commands on one store of
+``--inspect-n`` programs built once and then run in turn, one round per repeat. The raw file
+``benchmarks/results/store.json`` (``--raw NAME`` for another) holds every repeat's wall and
+CPU seconds, counts, bytes and peak RSS, and the goal of each row; it is rewritten after every
+repeat. Its tables are rendered by ``benchmarks/reports/store.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import json
 import os
-import platform
 import random
-import statistics
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from qdevolve.db import lineage as L
-from qdevolve.db.store import LineageStore
-from qdevolve.types import EvalResult, Program
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _raw import start_meta, write_raw  # noqa: E402
+
+from qdevolve.db import lineage as L  # noqa: E402
+from qdevolve.db.store import LineageStore  # noqa: E402
+from qdevolve.types import EvalResult, Program  # noqa: E402
+
+ANCESTRY_CALLS = 7  # timed calls per repeat; a repeat's figure is their median
+
+# The goals of issue 2 (in-process, SQLite) and issue 14 (inspection commands, either database),
+# each for the sizes it was stated for ("applies_to": the row's own fields must match).
+GOALS: dict[str, list[dict[str, Any]]] = {
+    "insert": [{"metric": "programs_per_s", "op": ">=", "value": 20_000, "unit": "programs/s",
+                "applies_to": {"programs": 100_000}}],
+    "ancestry": [{"metric": "wall_ms", "op": "<", "value": 50, "unit": "ms", "applies_to": {"depth": 5_000}}],
+    "graph": [{"metric": "wall_s", "op": "<", "value": 3, "unit": "s", "applies_to": {"programs": 100_000}}],
+    "export:graphml": [{"metric": "wall_s", "op": "<", "value": 10, "unit": "s",
+                        "applies_to": {"programs": 100_000}}],
+    "inspect": [{"metric": "wall_s", "op": "<=", "value": 3, "unit": "s", "applies_to": {"programs": 200_000}},
+                {"metric": "peak_rss_mb", "op": "<=", "value": 300, "unit": "MB",
+                 "applies_to": {"programs": 200_000}}],
+}
 
 
 def build_programs(run_id: str, n: int, seed: int = 0) -> tuple[list[Program], list[EvalResult]]:
@@ -60,56 +88,68 @@ class _Clock:
         self.cpu = time.process_time() - self.c0
 
 
-def bench(n: int, batch: int, chain: int, workdir: Path) -> list[tuple[str, str, str, str]]:
-    rows = []
-    store = LineageStore(workdir / "bench.sqlite", create=True)
+def _row(kind: str, backend: str, repeat: int, goals: str | None = None, **fields: Any) -> dict[str, Any]:
+    """One measurement of one repeat, with the goals that apply to its kind and the load now."""
+    row = {"kind": kind, "backend": backend, "repeat": repeat, **fields,
+           "loadavg": round(os.getloadavg()[0], 2), "goals": GOALS.get(goals or kind, []) if backend == "sqlite"
+           or kind == "inspect" else []}
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
+
+
+def _chain(store: LineageStore, depth: int) -> Program:
+    crid = store.create_run(name="chain")
+    cprogs, prev = [], ()
+    for i in range(depth):
+        p = Program(code=f"v = {i}\n", run_id=crid, parent_ids=prev, generation=i)
+        cprogs.append(p)
+        prev = (p.id,)
+    store.write(programs=cprogs)
+    return cprogs[-1]
+
+
+def _insert(store: LineageStore, n: int, batch: int) -> tuple[str, _Clock]:
     rid = store.create_run(name="bench")
     progs, results = build_programs(rid, n)
     with _Clock() as ck:
         for i in range(0, n, batch):
             store.write(programs=progs[i:i + batch],
                         evaluations=[(p.id, r) for p, r in zip(progs[i:i + batch], results[i:i + batch], strict=True)])
-    rows.append((f"insert {n:,} programs + edges + evaluations (batches of {batch:,})",
-                 f"{n / ck.wall:,.0f} programs/s", ">= 20,000 programs/s",
-                 f"{ck.wall:.2f} s wall; {n / ck.cpu:,.0f} programs per CPU-second"))
+    return rid, ck
 
-    crid = store.create_run(name="chain")
-    cprogs, prev = [], ()
-    for i in range(chain):
-        p = Program(code=f"v = {i}\n", run_id=crid, parent_ids=prev, generation=i)
-        cprogs.append(p)
-        prev = (p.id,)
-    store.write(programs=cprogs)
+
+def _ancestry(store: LineageStore, last: Program, depth: int) -> tuple[list[float], list[float]]:
     walls, cpus = [], []
-    for _ in range(7):
+    for _ in range(ANCESTRY_CALLS):
         with _Clock() as ck:
-            got = L.ancestry(store, cprogs[-1].id)
-        walls.append(ck.wall)
-        cpus.append(ck.cpu)
-    assert len(got) == chain
-    rows.append((f"ancestry of a {chain:,}-deep chain (recursive CTE, median of 7)",
-                 f"{statistics.median(walls) * 1000:.1f} ms", "< 50 ms",
-                 f"min {min(walls) * 1000:.1f} ms wall; median {statistics.median(cpus) * 1000:.1f} ms CPU"))
+            got = L.ancestry(store, last.id)
+        walls.append(round(ck.wall, 6))
+        cpus.append(round(ck.cpu, 6))
+    assert len(got) == depth
+    return walls, cpus
 
+
+def bench(n: int, batch: int, chain: int, workdir: Path, repeat: int) -> list[dict[str, Any]]:
+    """The in-process SQLite measurements of one repeat, on a fresh store in ``workdir``."""
+    store = LineageStore(workdir / "bench.sqlite", create=True)
+    rid, ck = _insert(store, n, batch)
+    rows = [_row("insert", "sqlite", repeat, programs=n, batch=batch, wall_s=ck.wall, cpu_s=ck.cpu)]
+    walls, cpus = _ancestry(store, _chain(store, chain), chain)
+    rows.append(_row("ancestry", "sqlite", repeat, depth=chain, call_wall_s=walls, call_cpu_s=cpus))
     with _Clock() as ck:
         g = L.run_graph(store, rid)
-    rows.append((f"networkx DiGraph of the {n:,}-program run", f"{ck.wall:.2f} s", "< 3 s",
-                 f"{ck.cpu:.2f} s CPU; {g.number_of_nodes():,} nodes, {g.number_of_edges():,} edges"))
-    for fmt, goal in (("graphml", "< 10 s"), ("json", "-"), ("dot", "-")):
+    rows.append(_row("graph", "sqlite", repeat, programs=n, wall_s=ck.wall, cpu_s=ck.cpu,
+                     nodes=g.number_of_nodes(), edges=g.number_of_edges()))
+    for fmt in ("graphml", "json", "dot"):
         out = workdir / f"run.{fmt}"
         with _Clock() as ck:
             L.export(g, out, fmt)
-        rows.append((f"export {fmt} of the {n:,}-program run", f"{ck.wall:.2f} s", goal,
-                     f"{ck.cpu:.2f} s CPU; {out.stat().st_size / 1e6:.1f} MB"))
+        rows.append(_row("export", "sqlite", repeat, goals=f"export:{fmt}", format=fmt, programs=n,
+                         wall_s=ck.wall, cpu_s=ck.cpu, bytes=out.stat().st_size))
     store.close()
-
-    t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "qdevolve", "lineage", "tree", "--db",
-                           str(workdir / "bench.sqlite"), "--run", rid, "--depth", "3", "--top", "5"],
-                          capture_output=True, text=True, check=True)
-    tt = time.perf_counter() - t
-    rows.append((f"`qdevolve lineage tree --depth 3 --top 5` on the {n:,}-program run (process)",
-                 f"{tt:.2f} s", "-", f"{len(proc.stdout.splitlines())} lines"))
+    wall, peak, lines, cpu = _command(["lineage", "tree", "--db", str(workdir / "bench.sqlite"), "--run", rid,
+                                       "--depth", "3", "--top", "5"])
+    rows.append(_row("tree_process", "sqlite", repeat, programs=n, depth=3, top=5, wall_s=wall, cpu_s=cpu,
+                     peak_rss_mb=peak, lines=lines))
     return rows
 
 
@@ -158,8 +198,17 @@ def _store_like_a_run(store: LineageStore, rid: str, spec: dict, progs: list[Pro
     return tail
 
 
-def bench_inspect(target: str, n: int, label: str) -> list[tuple[str, str, str, str]]:
-    """Inspection commands on a run of ``n`` programs, each a fresh process (wall, peak RSS)."""
+INSPECT = (
+    ("archive stats", lambda db, rid, d: ["archive", "stats", "--db", db, "--run", rid]),
+    ("lineage export --format graphml", lambda db, rid, d: ["lineage", "export", "--db", db, "--run", rid,
+                                                            "--format", "graphml", "--out", f"{d}/run.graphml"]),
+    ("lineage tree --depth 50 --top 1000", lambda db, rid, d: ["lineage", "tree", "--db", db, "--run", rid,
+                                                               "--depth", "50", "--top", "1000"]),
+)
+
+
+def prepare_inspect(target: str, n: int) -> tuple[str, int]:
+    """A run of ``n`` programs stored as the engine would (untimed); its id and the replay tail."""
     store = LineageStore(target, create=True)
     spec = {"type": "map_elites", "feature_dimensions": ["len"]}
     rid = store.create_run(name="inspect", config={"archive": spec})
@@ -174,26 +223,22 @@ def bench_inspect(target: str, n: int, label: str) -> list[tuple[str, str, str, 
         with store.engine.begin() as c:
             c.execute(text("ANALYZE"))
     store.close()
-    del progs, results
+    return rid, tail
+
+
+def bench_inspect(target: str, rid: str, tail: int, n: int, backend: str, repeat: int) -> list[dict[str, Any]]:
+    """One round of the inspection commands on the prepared run, each a fresh process."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="qdevolve-bench-out-") as d:
-        for name, args in (
-            ("archive stats", ["archive", "stats", "--db", target, "--run", rid]),
-            ("lineage export --format graphml", ["lineage", "export", "--db", target, "--run", rid,
-                                                 "--format", "graphml", "--out", f"{d}/run.graphml"]),
-            ("lineage tree --depth 50 --top 1000", ["lineage", "tree", "--db", target, "--run", rid,
-                                                    "--depth", "50", "--top", "1000"]),
-        ):
-            wall, peak, lines, cpu = _command(args)
-            extra = f"; snapshot + {tail:,} evaluations replayed" if name == "archive stats" else ""
-            rows.append((f"{label}`qdevolve {name}` on a {n:,}-program run (process)", f"{wall:.2f} s",
-                         "<= 3 s, <= 300 MB", f"{cpu:.2f} s CPU; peak RSS {peak:.0f} MB; "
-                         f"{lines:,} lines printed; load {os.getloadavg()[0]:.1f}{extra}"))
+        for name, argv in INSPECT:
+            wall, peak, lines, cpu = _command(argv(target, rid, d))
+            extra = {"replayed": tail} if name == "archive stats" else {}
+            rows.append(_row("inspect", backend, repeat, command=name, programs=n, wall_s=wall, cpu_s=cpu,
+                             peak_rss_mb=peak, lines=lines, **extra))
     return rows
 
 
-def bench_postgres(url: str, n: int, batch: int, chain: int) -> list[tuple[str, str, str, str]]:
-    """The insert, ancestry and graph figures on PostgreSQL (the database is emptied first)."""
+def _drop_pg(url: str) -> None:
     from sqlalchemy import create_engine
 
     from qdevolve.db import schema as S
@@ -201,42 +246,23 @@ def bench_postgres(url: str, n: int, batch: int, chain: int) -> list[tuple[str, 
     eng = create_engine(url)
     S.metadata.drop_all(eng)
     eng.dispose()
+
+
+def bench_postgres(url: str, n: int, batch: int, chain: int, repeat: int) -> list[dict[str, Any]]:
+    """The insert, ancestry and graph figures on PostgreSQL (the database is emptied first)."""
+    _drop_pg(url)
     store = LineageStore(url, create=True)
-    rid = store.create_run(name="bench")
-    progs, results = build_programs(rid, n)
-    with _Clock() as ck:
-        for i in range(0, n, batch):
-            store.write(programs=progs[i:i + batch],
-                        evaluations=[(p.id, r) for p, r in zip(progs[i:i + batch], results[i:i + batch], strict=True)])
-    rows = [(f"PostgreSQL: insert {n:,} programs + edges + evaluations (batches of {batch:,})",
-             f"{n / ck.wall:,.0f} programs/s", "-", f"{ck.wall:.2f} s wall; {ck.cpu:.2f} s client CPU")]
-    crid = store.create_run(name="chain")
-    cprogs, prev = [], ()
-    for i in range(chain):
-        p = Program(code=f"v = {i}\n", run_id=crid, parent_ids=prev, generation=i)
-        cprogs.append(p)
-        prev = (p.id,)
-    store.write(programs=cprogs)
-    walls = []
-    for _ in range(7):
-        with _Clock() as ck:
-            L.ancestry(store, cprogs[-1].id)
-        walls.append(ck.wall)
-    rows.append((f"PostgreSQL: ancestry of a {chain:,}-deep chain (median of 7)",
-                 f"{statistics.median(walls) * 1000:.1f} ms", "-", f"min {min(walls) * 1000:.1f} ms"))
+    rid, ck = _insert(store, n, batch)
+    rows = [_row("insert", "postgresql", repeat, programs=n, batch=batch, wall_s=ck.wall, cpu_s=ck.cpu)]
+    walls, cpus = _ancestry(store, _chain(store, chain), chain)
+    rows.append(_row("ancestry", "postgresql", repeat, depth=chain, call_wall_s=walls, call_cpu_s=cpus))
     with _Clock() as ck:
         g = L.run_graph(store, rid)
-    rows.append((f"PostgreSQL: networkx DiGraph of the {n:,}-program run", f"{ck.wall:.2f} s", "-",
-                 f"{g.number_of_nodes():,} nodes"))
-    S.metadata.drop_all(store.engine)
+    rows.append(_row("graph", "postgresql", repeat, programs=n, wall_s=ck.wall, cpu_s=ck.cpu,
+                     nodes=g.number_of_nodes(), edges=g.number_of_edges()))
     store.close()
+    _drop_pg(url)
     return rows
-
-
-def table(rows: list[tuple[str, str, str, str]]) -> str:
-    lines = ["| measurement | result | goal | notes |", "|---|---|---|---|"]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -244,7 +270,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000, help="programs in the big run")
     ap.add_argument("--batch", type=int, default=5_000, help="programs per write() transaction")
     ap.add_argument("--chain", type=int, default=5_000, help="depth of the ancestry chain")
-    ap.add_argument("--out", type=Path, default=None, help="also write a markdown report here")
+    ap.add_argument("--repeats", type=int, default=3, help="times every measurement is taken")
+    ap.add_argument("--raw", default="store", help="raw file name under benchmarks/results/")
+    ap.add_argument("--out", default=None, help=argparse.SUPPRESS)  # the markdown report is gone
     ap.add_argument("--pg", default=os.environ.get("QDEVOLVE_BENCH_PG_URL"),
                     help="also measure this PostgreSQL URL (its qdevolve tables are dropped!)")
     ap.add_argument("--pg-n", type=int, default=20_000, help="programs for the PostgreSQL run")
@@ -252,44 +280,51 @@ def main() -> None:
                     help="programs of the run the inspection commands are timed on (0: skip)")
     ap.add_argument("--only-inspect", action="store_true", help="only the inspection commands")
     args = ap.parse_args()
+    if args.out is not None:
+        ap.error("--out: markdown is no longer written; the raw file is benchmarks/results/<--raw>.json and "
+                 "benchmarks/report.py renders its tables")
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    meta = start_meta()
+    argv = [a.replace(args.pg, "URL") if args.pg else a for a in sys.argv[1:]]  # no credentials in the raw file
+    command = " ".join([Path(sys.executable).name, "benchmarks/bench_store.py", *argv])
+    settings = {"n": args.n, "batch": args.batch, "chain": args.chain, "ancestry_calls": ANCESTRY_CALLS,
+                "repeats": args.repeats, "inspect_n": args.inspect_n, "only_inspect": args.only_inspect,
+                "pg": bool(args.pg), "pg_n": args.pg_n if args.pg else None, "sqlite": sqlite3.sqlite_version}
+    rows: list[dict[str, Any]] = []
+
+    def save() -> None:
+        write_raw(args.raw, {"settings": settings, "rows": rows}, command=command,
+                  seeds=[0], meta=meta)  # build_programs' seed
+
     with tempfile.TemporaryDirectory(prefix="qdevolve-bench-") as d:
-        rows = [] if args.only_inspect else bench(args.n, args.batch, args.chain, Path(d))
-        if args.inspect_n:
-            rows += bench_inspect(str(Path(d) / "inspect.sqlite"), args.inspect_n, "")
-    if args.pg:
         if not args.only_inspect:
-            rows += bench_postgres(args.pg, args.pg_n, args.batch, args.chain)
+            for k in range(args.repeats):
+                with tempfile.TemporaryDirectory(dir=d) as rd:
+                    rows += bench(args.n, args.batch, args.chain, Path(rd), k)
+                if args.pg:
+                    rows += bench_postgres(args.pg, args.pg_n, args.batch, args.chain, k)
+                save()
+        targets = []
         if args.inspect_n:
-            from sqlalchemy import create_engine
+            targets.append(("sqlite", str(Path(d) / "inspect.sqlite")))
+        if args.inspect_n and args.pg:
+            targets.append(("postgresql", args.pg))
+        for backend, target in targets:
+            if backend == "postgresql":
+                _drop_pg(target)
+            rid, tail = prepare_inspect(target, args.inspect_n)
+            for k in range(args.repeats):
+                rows += bench_inspect(target, rid, tail, args.inspect_n, backend, k)
+                save()
+            if backend == "postgresql":
+                _drop_pg(target)
+    save()
+    sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
+    from store import render  # the tables BENCHMARKS.md shows
 
-            from qdevolve.db import schema as S
-
-            eng = create_engine(args.pg)
-            S.metadata.drop_all(eng)
-            eng.dispose()
-            rows += bench_inspect(args.pg, args.inspect_n, "PostgreSQL: ")
-    text = table(rows)
-    print(text)
-    if args.out:
-        argv = [a.replace(args.pg, "URL") if args.pg else a for a in sys.argv[1:]]  # no credentials
-        cmd = "python benchmarks/bench_store.py " + " ".join(argv)
-        machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
-        try:
-            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-        except OSError:
-            load = "?"
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        if not args.out.exists():
-            args.out.write_text(
-                "# Lineage store benchmark\n\nEach run of `benchmarks/bench_store.py --out` appends a "
-                "section. Wall times on a shared machine move with its load; the CPU-time notes are "
-                "the steadier figures.\n")
-        with args.out.open("a") as fh:
-            fh.write(
-                f"\n## {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n\n{text}\n\n"
-                f"- command: `{cmd}`\n"
-                f"- machine: {machine}; load average at the end {load} (shared machine)\n"
-                f"- SQLite {__import__('sqlite3').sqlite_version}, WAL, synchronous=NORMAL\n")
+    out = render(json.loads((ROOT / "benchmarks" / "results" / f"{args.raw}.json").read_text()))
+    print("\n\n".join(out.values()))
 
 
 if __name__ == "__main__":
