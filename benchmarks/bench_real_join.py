@@ -22,6 +22,7 @@ the calls-vs-quality plot are rendered by ``benchmarks/reports/real_join.py``.
 
     python benchmarks/bench_real_join.py                       # 3 run seeds x 4 arms x 32 calls
     python benchmarks/bench_real_join.py --seeds 0 --arms frozen grpo --calls 16
+    python benchmarks/bench_real_join.py --merge real_join_b      # add seeds run by a second process
 """
 
 from __future__ import annotations
@@ -112,6 +113,28 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
             "children": children(store, evo.run_id), "steps": steps, "stop_reason": stop, "wall_s": wall}
 
 
+def merge(name: str, parts: list[str]) -> None:
+    """Add the runs of the raw files ``parts`` to raw file ``name`` (same settings required)."""
+    base = load_raw(name)
+    meta = dict(base["meta"])
+    kept = {(r["arm"], r["seed"]) for r in base["runs"]}
+    meta_parts = list(meta.get("parts") or [{k: v for k, v in base["meta"].items() if k != "parts"}])
+    runs = list(base["runs"])
+    for part in parts:
+        other = load_raw(part)
+        if other["settings"] != base["settings"]:
+            raise SystemExit(f"--merge {part}: its settings differ from {name}'s; only equal settings merge")
+        runs += [r for r in other["runs"] if (r["arm"], r["seed"]) not in kept]
+        meta_parts.append(other["meta"])
+    seeds = sorted({r["seed"] for r in runs})
+    commands = " + ".join(str(p.get("command", "?")) for p in meta_parts)
+    started = min(str(p.get("started") or p.get("date")) for p in meta_parts)
+    dirty = any(bool(p.get("dirty")) for p in meta_parts)
+    write_raw(name, {"settings": base["settings"], "runs": runs}, seeds=seeds, command=commands,
+              meta={"commit": meta.get("commit"), "dirty": dirty, "started": started,
+                    "loadavg_start": meta.get("loadavg_start"), "parts": meta_parts})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -126,7 +149,13 @@ def main() -> None:
                          "or its clipped improvement over the parent.")
     ap.add_argument("--raw", default="real_join", help="Raw file name under benchmarks/results/.")
     ap.add_argument("--append", action="store_true", help="Keep the raw file's runs and add these.")
+    ap.add_argument("--merge", nargs="+", metavar="NAME", default=None,
+                    help="Run nothing: add the runs of these raw files (e.g. seeds run in a second process) "
+                         "to --raw; their own meta is kept under meta.parts.")
     args = ap.parse_args()
+    if args.merge:
+        merge(args.raw, args.merge)
+        return
     meta = start_meta()
     settings = {"example": "examples/small_model_knapsack", "calls": args.calls, "group": args.group,
                 "every": args.every, "lr": args.lr, "beta": args.beta, "max_tokens": MAX_TOKENS,
