@@ -56,6 +56,7 @@ MAX_TOKENS = 128  # a priority() body fits; 200-token replies were mostly rambli
 def train_section(arm: str, *, group: int, lr: float, beta: float, every: int, reward: str) -> dict[str, Any]:
     """The ``train`` section of one arm (module docstring)."""
     trainer = {"use_lora": True, "learning_rate": lr, "beta": beta, "max_completion_length": MAX_TOKENS,
+               "gradient_accumulation_steps": every,  # one completion per micro-batch: bounded memory
                "temperature": 0.6}  # the block operator samples at 0.6: log-probs must match
     objective: dict[str, Any] = {"type": "grpo"}
     if arm == "ips":
