@@ -28,6 +28,7 @@ the calls-vs-quality plot are rendered by ``benchmarks/reports/real_join.py``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -96,6 +97,10 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
                                    train=train_section(arm, group=args.group, lr=args.lr, beta=args.beta,
                                                        every=args.every, reward=args.reward))
     cfg = apply_policy_options(cfg, policy=None, objective=None, every=None)
+    # The example keeps 16 plans in flight for batching; a trained run keeps the listener's few
+    # (the run's workers / group + 1), so trainer steps land between generations: with 16 every
+    # generation of a 32-call run was queued before the first step (it trained on 28 completions).
+    cfg = dataclasses.replace(cfg, max_pending=None)
     store = LineageStore(workdir / f"{arm}-{seed}.sqlite", create=True)
     t0 = time.time()
     evo = Evolution.start(ex, cfg, store, progress=False)
@@ -160,7 +165,7 @@ def main() -> None:
     meta = start_meta()
     settings = {"example": "examples/small_model_knapsack", "calls": args.calls, "group": args.group,
                 "every": args.every, "lr": args.lr, "beta": args.beta, "max_tokens": MAX_TOKENS,
-                "reward": args.reward,
+                "reward": args.reward, "max_pending": "the joined listener's (workers / group + 1)",
                 "arms": {a: train_section(a, group=args.group, lr=args.lr, beta=args.beta, every=args.every,
                                           reward=args.reward) for a in ARMS}}
     runs: list[dict[str, Any]] = []
