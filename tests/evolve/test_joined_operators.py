@@ -26,3 +26,15 @@ def test_a_config_without_model_operators_gets_the_policy_operator():
     cfg = ex.config.with_overrides(mutation=[{"type": "ast"}], train={"policy": "tiny"})
     out = apply_policy_options(cfg, policy=None, objective=None, every=None)
     assert [m["type"] for m in out.mutation] == ["policy"]
+
+
+def test_a_trained_run_with_many_plans_in_flight_is_warned():
+    from qdevolve.evolve.setup.validate import training_pending_warnings
+
+    ex = load_example(ROOT / "examples" / "small_model_knapsack")  # max_pending 16 for batching
+    cfg = ex.config.with_overrides(children_per_parent=4, train={"policy": "tiny", "every": 8})
+    (warning,) = training_pending_warnings(cfg)
+    assert "run.max_pending 16" in warning and "keeps 2" in warning
+    assert training_pending_warnings(ex.config) == []  # no training: batching is all that matters
+    off = ex.config.with_overrides(train={"policy": "tiny", "enabled": False})
+    assert training_pending_warnings(off) == []

@@ -252,7 +252,24 @@ def check_start(example: Any, config: Any, db: Path | None = None, *, trust: Any
         check_db_target(db)
     from qdevolve.evolve.setup.policy_spec import policy_warnings
 
-    return warnings + policy_warnings((config.train or {}).get("policy"))
+    return warnings + policy_warnings((config.train or {}).get("policy")) + training_pending_warnings(config)
+
+
+def training_pending_warnings(config: Any) -> list[str]:
+    """A trained run whose ``run.max_pending`` keeps more parent prompts in flight than the
+    joined listener would (``workers / group + 1``): every generation already queued runs before
+    the next trainer step, so most rollouts are sampled from an old policy version."""
+    train = config.train or {}
+    if not train or train.get("enabled") is False or not config.max_pending:
+        return []
+    per_job = int(train.get("group_size") or max(1, config.children_per_parent))
+    cap = -(-max(1, config.workers) // per_job) + 1
+    if config.max_pending <= cap:
+        return []
+    return [f"run.max_pending {config.max_pending} keeps {config.max_pending} parent prompts in flight in a trained "
+            f"run: each trainer step (train.every {train.get('every', 32)}) waits for the generations queued before "
+            f"it, so rollouts come from old policy versions; leave run.max_pending unset (the trained run keeps "
+            f"{cap}) unless batching matters more than on-policy steps"]
 
 
 PLUGIN_IMPORT_TIMEOUT_S = 60.0
