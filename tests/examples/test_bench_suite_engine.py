@@ -68,7 +68,10 @@ def test_render_is_a_pure_function_of_the_raw_file():
 
     raw = _raw({"frozen": [3, 4, 3], "grpo+all": [4, 4, 5]})
     a, b = render(raw), render(json.loads(json.dumps(raw)))
-    assert a == b and set(a) == {"run", "solved", "final", "changes", "claims"}
+    assert a == b and set(a) == {"run", "solved", "final", "changes", "claims", "summary"}
+    assert "grpo+all" in a["summary"] and "target does not hold" in a["summary"]  # x1.30 at best, not above
+    big = render(_raw({"frozen": [2, 2, 2], "grpo+all": [5, 5, 6]}))["summary"]
+    assert "more than frozen" in big and "target holds" in big  # the verdict follows the numbers
     assert "| grpo+all | grpo+all" not in a["changes"] and "| grpo+all | frozen |" in a["changes"]
 
 
