@@ -95,29 +95,21 @@ def report_lines(task: str, results: dict[str, list[list[tuple[int, float]]]], n
 
 
 def plot(summaries: dict[str, dict], results: dict[str, dict[str, list]], n_calls: int, out: Path) -> None:
-    import matplotlib
+    """Median curves per task and framework with their min-max band over seeds (``reports/_plots.py``)."""
+    import sys
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "reports"))
+    from _plots import draw_task_grid
 
-    tasks = list(summaries)
-    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 6.0), squeeze=False)
-    colors = {"qdevolve": "tab:blue", "openevolve": "tab:orange", "shinka": "tab:green"}
-    for j, task in enumerate(tasks):
-        for i, key in enumerate(("best", "top10")):
-            ax = axes[i][j]
-            for fw, m in summaries[task]["median"].items():
+    tasks: dict[str, dict[str, dict]] = {}
+    for task in summaries:
+        for fw, m in summaries[task]["median"].items():
+            entry = {}
+            for i, key in enumerate(("best", "top10")):
                 runs = [curves(r, n_calls)[i] for r in results[task][fw]]
-                lo = [min(r[c] for r in runs) for c in range(n_calls + 1)]
-                hi = [max(r[c] for r in runs) for c in range(n_calls + 1)]
-                color = colors.get(fw.split("+")[0], None)
-                (line,) = ax.plot(range(n_calls + 1), m[key], label=fw, color=color)
-                ax.fill_between(range(n_calls + 1), lo, hi, alpha=0.15, color=line.get_color())  # band = its line
-            ax.set_title(f"{task}: {'best score' if key == 'best' else 'top-10 mean'}", fontsize=9)
-            ax.set_xlabel("model calls", fontsize=8)
-            ax.tick_params(labelsize=7)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
+                entry[key] = {"median": list(m[key]), "lo": [min(r[c] for r in runs) for c in range(n_calls + 1)],
+                              "hi": [max(r[c] for r in runs) for c in range(n_calls + 1)]}
+            tasks.setdefault(task, {})[fw] = entry
+    colors = {fw: {"qdevolve": "tab:blue", "openevolve": "tab:orange", "shinka": "tab:green"}.get(fw.split("+")[0], "")
+              for t in tasks.values() for fw in t}
+    draw_task_grid(out, tasks, list(range(n_calls + 1)), colors={k: v for k, v in colors.items() if v})

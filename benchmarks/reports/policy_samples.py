@@ -200,25 +200,7 @@ def plots(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def draw(png: Path, data: dict[str, Any]) -> None:
-    import matplotlib
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _plots import draw_task_grid
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tasks = list(data["tasks"])
-    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 6.0), squeeze=False)
-    nan = lambda xs: [float("nan") if x is None else x for x in xs]  # noqa: E731
-    for j, task in enumerate(tasks):
-        for i, key in enumerate(("best", "top10")):
-            ax = axes[i][j]
-            for arm, s in data["tasks"][task].items():
-                (line,) = ax.plot(data["calls"], nan(s[key]["median"]), label=arm)
-                ax.fill_between(data["calls"], nan(s[key]["lo"]), nan(s[key]["hi"]), alpha=0.15, color=line.get_color())
-            ax.set_title(f"{task}: {'best score' if key == 'best' else 'top-10 mean'}", fontsize=9)
-            ax.set_xlabel("model calls", fontsize=8)
-            ax.tick_params(labelsize=7)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png, dpi=80)
-    plt.close(fig)
+    draw_task_grid(png, data["tasks"], data["calls"])

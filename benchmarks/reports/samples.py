@@ -326,35 +326,12 @@ def plots(raw: dict) -> dict[str, dict]:
 
 
 def draw(png: Path, data: dict) -> None:
-    import matplotlib
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _plots import draw_task_grid
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tasks = list(data["tasks"])
-    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 6.0), squeeze=False)
-    colors = {"qdevolve": "tab:blue", "openevolve": "tab:orange", "shinka": "tab:green"}
-    x = list(range(data["calls"] + 1))
-    nan = float("nan")
-    for j, task in enumerate(tasks):
-        for i, key in enumerate(("best", "top10")):
-            ax = axes[i][j]
-            for fw, entry in data["tasks"][task].items():
-                e = entry[key]
-                f = [nan if v is None else v for v in e["median"]]
-                (line,) = ax.plot(x, f, label=NAMES.get(fw, fw), color=colors.get(fw))
-                if e["lo"]:
-                    ax.fill_between(x, [nan if v is None else v for v in e["lo"]],
-                                    [nan if v is None else v for v in e["hi"]], alpha=0.15, color=line.get_color())
-            ax.set_title(f"{TASK_NAMES.get(task, task)}: {'best score' if key == 'best' else 'top-10 mean'}",
-                         fontsize=9)
-            ax.set_xlabel("model calls", fontsize=8)
-            ax.tick_params(labelsize=7)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png, dpi=80)
-    plt.close(fig)
+    draw_task_grid(png, data["tasks"], list(range(data["calls"] + 1)), label=lambda fw: NAMES.get(fw, fw),
+                   title=lambda t: TASK_NAMES.get(t, t),
+                   colors={"qdevolve": "tab:blue", "openevolve": "tab:orange", "shinka": "tab:green"})
 
 
 def render_ablation(raw: dict) -> dict[str, str]:
