@@ -3,6 +3,8 @@
 
 Definitions (every number is computed here from the raw children, in sampling order):
 
+* **model calls**: a run's first ``settings.calls`` rollouts in sampling order, copies of
+  stored programs included (every arm is read at the same number of calls);
 * **top-10 mean after c calls**: the mean of the 10 best scores among the seed program and the
   children of the first ``c`` model calls that evaluated ok (fewer when fewer exist);
 * **calls to reach** (per run seed, paired with the frozen arm of the same seed): the first
@@ -74,9 +76,13 @@ def improving_groups(run: dict[str, Any]) -> tuple[float, float]:
 
 
 def _by_arm(raw: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Runs per arm and seed, each cut to its first ``settings.calls`` model calls: the budget
+    counts stored children, and a copy of a stored program is a model call stored as a rollout
+    only, so a run makes a few calls more than its budget (equal model calls need the cut)."""
+    calls = int((raw.get("settings") or {}).get("calls") or 0) or None
     out: dict[str, dict[int, dict[str, Any]]] = {}
     for r in raw["runs"]:
-        out.setdefault(r["arm"], {})[r["seed"]] = r
+        out.setdefault(r["arm"], {})[r["seed"]] = {**r, "children": r["children"][:calls]}
     return {a: out[a] for a in ARM_ORDER if a in out}
 
 
