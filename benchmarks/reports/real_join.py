@@ -9,7 +9,8 @@ Definitions (every number is computed here from the raw children, in sampling or
   children of the first ``c`` model calls that evaluated ok (fewer when fewer exist);
 * **calls to reach** (per run seed, paired with the frozen arm of the same seed): the first
   ``c`` at which the arm's top-10 mean is at least the frozen arm's top-10 mean after all its
-  calls, divided by the calls per run (``inf``: never reached). Claim: a trained arm reaches it
+  calls, divided by the calls the frozen arm itself took to first reach that value (as the
+  sample-efficiency report does; ``inf``: never reached). Claim: a trained arm reaches it
   in <= 0.7x; it **holds** when the 90 % bootstrap interval's upper end over seeds is <= 0.7;
 * **strategies**: distinct ``ast_shape`` keys (the program's syntax tree with names and
   constants abstracted) among the children that improved on their parent (the problem's
@@ -99,7 +100,10 @@ def reach(arms: dict[str, dict[int, dict[str, Any]]], arm: str) -> Any:
     seeds = _paired_seeds(arms, arm)
     if not seeds:
         return None
-    vals = [calls_to_reach(top10_curve(arms[arm][s]), top10_curve(arms["frozen"][s])[-1]) for s in seeds]
+    vals = []
+    for s in seeds:
+        frozen = top10_curve(arms["frozen"][s])
+        vals.append(calls_to_reach(top10_curve(arms[arm][s]), frozen[-1]) / calls_to_reach(frozen, frozen[-1]))
     return bootstrap_interval(vals, _mean_inf)
 
 
