@@ -167,6 +167,11 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
              f"step every {settings.get('every', '?')} children, LoRA lr {settings.get('lr', '?')}, "
              f"KL beta {settings.get('beta', '?')}, reward {settings.get('reward', 'improvement_clipped')}, "
              f"replies up to {settings.get('max_tokens', '?')} tokens")
+    es = ((settings.get("arms") or {}).get("es") or {}).get("objective") or {}
+    if es:
+        setup += (f"; grpo and ips train LoRA adapters, es perturbs every weight (population "
+                  f"{es.get('population', '?')} groups, sigma {es.get('sigma', '?')}, alpha {es.get('alpha', '?')}); "
+                  "frozen samples the base with training off")
     return {"table": table, "claims": "\n".join(claims), "setup": setup, "summary": summary}
 
 
