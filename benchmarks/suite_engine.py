@@ -40,6 +40,9 @@ EXAMPLE = ROOT / "examples" / "suite"
 OBJECTIVES: dict[str, dict[str, Any]] = {
     "grpo": {"type": "grpo"},
     "ips": {"type": "ips", "reward": "raw"},  # graded rewards (score or clipped improvement), not thresholded
+    # IPS keyed on the child's semantic cluster (the example's `cluster: {type: semantic}`: the
+    # program's outputs), not on the completion text, which rarely repeats within a group of 8
+    "ipsc": {"type": "ips", "reward": "raw", "key": "cluster"},
     "rare": {"type": "rare", "alpha": 1.0},
     "vpo": {"type": "vpo", "m": 1},
     "es": {"type": "es", "population": 8, "sigma": 0.01, "alpha": 0.003},

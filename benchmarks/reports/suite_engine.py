@@ -26,7 +26,8 @@ __all__ = ["render", "interval", "verdict", "claims"]
 
 LEVEL = 0.9
 RESAMPLES = 10_000
-DIVERSITY = ("ips", "rare", "vpo")
+RAW_NAMES = ("suite_engine_t12",)  # the 12-target run on fresh seeds
+DIVERSITY = ("ips", "ipsc", "rare", "vpo")
 
 
 def _ok(raw: dict[str, Any]) -> list[dict[str, Any]]:
