@@ -10,13 +10,23 @@ matter; TRL runs with ``num_iterations=2`` so it records old log-probs), and tim
 of each: TRL's ``training_step`` (generation, scoring, loss, backward) plus its optimiser
 step, against ``sample_batch`` + verification + ``PolicyTrainer.step``.
 
-Run: ``python benchmarks/bench_trl_parity.py`` (prints a table; writes
-``benchmarks/results/trl_parity.md``). The test ``tests/rl/test_trl_parity.py`` calls
-:func:`run_parity`.
+    python benchmarks/bench_trl_parity.py [--repeats 20] [--warmup 1] [--raw trl_parity]
+
+The timed setting (the first of ``SETTINGS``) runs ``--warmup`` unrecorded steps of each side,
+then ``--repeats`` timed steps; in each timed step both sides run back to back, TRL first in
+even steps and qdevolve first in odd ones, and every step's seconds are kept.
+
+Raw file: ``benchmarks/results/trl_parity.json`` (``--raw NAME`` for another): per setting the
+advantage and loss differences and both losses, the tolerance the parity is judged against, and
+the per-step seconds of both sides; its tables are rendered by ``benchmarks/reports/trl_parity.py``.
+The exit status is 1 when a difference exceeds the tolerance. The test
+``tests/rl/test_trl_parity.py`` calls :func:`run_parity`.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import tempfile
 import time
@@ -27,8 +37,15 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _raw import start_meta, write_raw  # noqa: E402
+
 PROMPTS = ["a1:", "b2:"]  # equal length: no left padding, so position ids agree without position_ids
 G = 4
+#: The parity claim: every advantage and loss difference at most this (float32 arithmetic on both sides).
+TOLERANCE = 1e-6
 
 
 def reward_fn(completions: list[str], **_: Any) -> list[float]:
@@ -90,8 +107,11 @@ def _groups_from_trl_batch(batch: dict[str, Any], tok: Any) -> list[Any]:
 
 def run_parity(tmp: Path, *, loss_type: str = "grpo", beta: float = 0.04, scale_rewards: str = "group",
                epsilon: float = 0.2, lr: float = 1e-3, seed: int = 0, noise: float = 0.05,
-               timing_steps: int = 0) -> dict[str, float]:
-    """Advantage / loss differences between TRL and qdevolve on one batch (and step timings)."""
+               timing_steps: int = 0, warmup_steps: int = 0) -> dict[str, Any]:
+    """Advantage / loss differences between TRL and qdevolve on one batch, and with ``timing_steps``
+    the seconds of each of that many full steps of both sides (``steps_s_trl``, ``steps_s_ours``;
+    their medians ``step_s_trl``, ``step_s_ours``), after ``warmup_steps`` unrecorded ones; in
+    step ``i`` TRL runs first when ``i`` is even, qdevolve first when it is odd."""
     from transformers import AutoModelForCausalLM
 
     from qdevolve import registry
@@ -131,26 +151,42 @@ def run_parity(tmp: Path, *, loss_type: str = "grpo", beta: float = 0.04, scale_
            "loss_trl": trl_loss, "loss_ours": our_loss, "loss_abs_diff": abs(trl_loss - our_loss),
            "n_completions": float(len(inputs)), "reward_std": float(np.std([g.rewards for g in groups]))}
     if timing_steps:
+        from qdevolve.rl import RolloutGroup
+
         ours.config = config.replace(recompute_old_logprobs=True)
         trl.args.num_iterations = trl.num_iterations = 1
-        trl.create_optimizer_and_scheduler(num_training_steps=timing_steps + 1)
+        trl.create_optimizer_and_scheduler(num_training_steps=warmup_steps + timing_steps + 1)
         gen = torch.Generator().manual_seed(seed)
-        t_trl, t_ours = [], []
-        for _ in range(timing_steps):
+
+        def trl_step() -> float:
             t0 = time.perf_counter()
             trl.training_step(trl.model, inputs, None)
             trl.optimizer.step()
             trl.optimizer.zero_grad()
-            t_trl.append(time.perf_counter() - t0)
+            return time.perf_counter() - t0
+
+        def our_step() -> float:
             t0 = time.perf_counter()
             samples = sample_batch(ours.model, tok, PROMPTS, G, 4, 1.0, gen)
-            from qdevolve.rl import RolloutGroup
-
             step_groups = [RolloutGroup(rewards=reward_fn([t for t, _, _ in grp]), token_ids=[i for _, i, _ in grp],
                                         old_logprobs=[lp for _, _, lp in grp], prompt=p)
                            for p, grp in zip(PROMPTS, samples, strict=True)]
             ours.step(step_groups)
-            t_ours.append(time.perf_counter() - t0)
+            return time.perf_counter() - t0
+
+        for _ in range(warmup_steps):
+            trl_step()
+            our_step()
+        t_trl, t_ours = [], []
+        for i in range(timing_steps):
+            if i % 2 == 0:
+                t_trl.append(trl_step())
+                t_ours.append(our_step())
+            else:
+                t_ours.append(our_step())
+                t_trl.append(trl_step())
+        res["steps_s_trl"] = [round(x, 6) for x in t_trl]
+        res["steps_s_ours"] = [round(x, 6) for x in t_ours]
         res["step_s_trl"] = float(np.median(t_trl))
         res["step_s_ours"] = float(np.median(t_ours))
     return res
@@ -165,44 +201,60 @@ SETTINGS = [
 ]
 
 
-def main() -> int:
-    sys.path.insert(0, str(ROOT))
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for dist in ("trl", "transformers", "torch", "datasets", "accelerate"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", "--timing-steps", dest="repeats", type=int, default=20,
+                    help="timed steps of each side in the first setting (every one is recorded)")
+    ap.add_argument("--warmup", type=int, default=1, help="unrecorded steps of each side before the timed ones")
+    ap.add_argument("--raw", default="trl_parity", help="raw file name under benchmarks/results/")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.warmup < 0:
+        ap.error("--repeats must be >= 1 and --warmup >= 0")
     try:
         import trl  # noqa: F401
     except ImportError:
         print("skipped: trl is not installed; install the 'parity' extra (trl==1.16.0) to run the TRL parity check")
         return 0
-    rows = []
+    meta = start_meta()
+    meta["versions"] = _versions()
+    rows: list[dict[str, Any]] = []
+    timing: dict[str, Any] = {}
     for i, setting in enumerate(SETTINGS):
         with tempfile.TemporaryDirectory() as tmp:
-            res = run_parity(Path(tmp), **setting, timing_steps=9 if i == 0 else 0)
-        rows.append((setting, res))
+            res = run_parity(Path(tmp), **setting, timing_steps=args.repeats if i == 0 else 0,
+                             warmup_steps=args.warmup if i == 0 else 0)
+        if i == 0:
+            timing = {"setting": setting, "trl_s": res.pop("steps_s_trl"), "ours_s": res.pop("steps_s_ours")}
+            res.pop("step_s_trl"), res.pop("step_s_ours")
+        rows.append({**setting, **res})
         print(setting, {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in res.items()}, flush=True)
-    import transformers
-    import trl
+    settings = {"model": "tiny GPT-2 built from config (2 layers, n_embd 32, 2 heads), no downloads",
+                "prompts": len(PROMPTS), "group_size": G, "max_new_tokens": 4, "epsilon": 0.2, "lr": 1e-3,
+                "noise": 0.05, "device": "cpu", "tolerance": TOLERANCE, "timed_steps": args.repeats,
+                "warmup_steps": args.warmup, "order": "TRL first in even steps, qdevolve first in odd ones",
+                "step": {"trl": "GRPOTrainer.training_step (generation, scoring, loss, backward) + optimiser step",
+                         "ours": "sample_batch + verification + PolicyTrainer.step"}}
+    path = write_raw(args.raw, {"settings": settings, "rows": rows, "timing": timing}, seeds=[0], meta=meta)
+    print(f"wrote {path}")
+    sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
+    from trl_parity import render  # the tables BENCHMARKS.md shows
 
-    lines = ["# TRL parity (`benchmarks/bench_trl_parity.py`)", "",
-             f"trl {trl.__version__}, transformers {transformers.__version__}, torch {torch.__version__}, CPU; "
-             f"tiny GPT-2 (2 layers, n_embd 32) built from config; 2 prompts x G = {G}, max 4 new tokens.", "",
-             "| loss_type | scale_rewards | beta | max abs advantage diff | TRL loss | qdevolve loss | abs loss diff |",
-             "|---|---|---|---|---|---|---|"]
-    for s, r in rows:
-        lines.append(f"| {s['loss_type']} | {s['scale_rewards']} | {s['beta']} | {r['adv_max_abs_diff']:.2e} | "
-                     f"{r['loss_trl']:.6f} | {r['loss_ours']:.6f} | {r['loss_abs_diff']:.2e} |")
-    t = rows[0][1]
-    lines += ["", "One full step (generation + scoring + loss + backward + optimiser step), median of 9, "
-              "same batch shape, same shared 2-core machine:", "",
-              f"- TRL `GRPOTrainer.training_step` + optimiser step: {t['step_s_trl'] * 1000:.1f} ms",
-              f"- qdevolve `sample_batch` + `PolicyTrainer.step`: {t['step_s_ours'] * 1000:.1f} ms", "",
-              "Both loops do the same forward passes per step (generation, reference, one training forward and "
-              "backward); on a loaded shared machine single timings vary by +-50 %, so read the ratio across "
-              "runs, not one run.", ""]
-    out = ROOT / "benchmarks" / "results" / "trl_parity.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    print("\n".join(lines))
-    worst = max(max(r["adv_max_abs_diff"], r["loss_abs_diff"]) for _, r in rows)
-    return 0 if worst < 1e-5 else 1
+    out = render(json.loads(path.read_text()))
+    print("\n\n".join(out[k] for k in ("setup", "parity", "timing", "summary")))
+    worst = max(max(r["adv_max_abs_diff"], r["loss_abs_diff"]) for r in rows)
+    return 0 if worst <= TOLERANCE else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ the script exits non-zero rather than printing a partial table.
 
     python benchmarks/gpu_smoke.py                       # CUDA, the real sizes
     python benchmarks/gpu_smoke.py --device cpu --small  # the same code, 2-layer models
+
+With ``--raw NAME`` the table's rows (model, parameters, sampling tokens/s, LoRA step seconds,
+adapter MB, adapter swap seconds, device, dtype, small flag) go to
+``benchmarks/results/NAME.json`` once every check has passed (``--raw gpu_smoke_cpu`` for the CPU
+table of BENCHMARKS.md, rendered by ``benchmarks/reports/gpu_smoke_cpu.py``); without it nothing
+is written. Each figure is one measurement (one sampling call, one step, one switch), not a median.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _raw import start_meta, write_raw  # noqa: E402
 
 #: SmolLM2-135M-Instruct's architecture (the config.json `qdevolve models prepare` writes).
 SMOLLM2_135M = {"architecture": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
@@ -29,6 +38,9 @@ SMOLLM2_135M = {"architecture": "llama", "vocab_size": 49152, "hidden_size": 576
 QWEN2_1_5B = {"architecture": "qwen2", "vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960,
               "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
               "max_position_embeddings": 32768, "rope_theta": 1000000.0, "tie_word_embeddings": True}
+
+#: LoRA rank of the trainer step.
+LORA_R = 8
 
 
 def build(spec: dict, small: bool, device: str, dtype: str):
@@ -93,7 +105,7 @@ def smoke(name: str, spec: dict, args: argparse.Namespace, out: Path) -> dict:
     check(all(len(c.logprobs) == len(c.token_ids) > 0 for comps in outs for c in comps), f"{name}: completions")
 
     trainer = PolicyTrainer(backend.model, tok, registry.objective.create({"type": "grpo"}),
-                            TrainerConfig(use_lora=True, lora_r=8, beta=0.0, learning_rate=1e-3,
+                            TrainerConfig(use_lora=True, lora_r=LORA_R, beta=0.0, learning_rate=1e-3,
                                           max_completion_length=args.new_tokens))
     check(next(trainer.model.parameters()).device.type == torch.device(args.device).type, f"{name}: trainer device")
     groups = [RolloutGroup(rewards=np.arange(len(comps), dtype=float), token_ids=[c.token_ids for c in comps],
@@ -127,10 +139,30 @@ def smoke(name: str, spec: dict, args: argparse.Namespace, out: Path) -> dict:
     comp = fresh.generate_sync([GenerationRequest(prompt=prompts[0], n=1, max_tokens=4, seed=0)])[0][0]
     check(comp.policy_version == 2 and comp.token_ids, f"{name}: sampling after the switch")
     return {"model": name, "params_M": params / 1e6, "tokens_per_s": tokens / dt, "tokens": tokens,
-            "lora_step_s": step_s, "adapter_MB": size_mb, "swap_s": swap_s}
+            "sampling_s": dt, "lora_step_s": step_s, "adapter_MB": size_mb, "swap_s": swap_s,
+            "device": args.device, "dtype": args.dtype, "small": bool(args.small)}
 
 
-def main() -> None:
+def settings(args: argparse.Namespace, torch) -> dict:
+    """The run's settings for the raw file: sizes, device (with the CUDA device's name) and versions."""
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("torch", "transformers", "peft"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    cuda = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else None
+    return {"device": args.device, "cuda_device": cuda, "dtype": args.dtype, "small": bool(args.small),
+            "batch": args.batch, "group": args.group, "new_tokens": args.new_tokens, "models": args.models.split(","),
+            "lora_r": LORA_R, "versions": versions,
+            "measured": "tokens/s: one generate call of batch // group prompts x group samples after one warm-up "
+                        "call; LoRA step: one PolicyTrainer.step; swap: one load_policy switch from v1 to v2"}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (``--raw`` unset: no raw file is written)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="2-layer, 64-wide models of the same architectures.")
@@ -139,7 +171,13 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--models", default="smollm2-135m,qwen2-1.5b")
-    args = ap.parse_args()
+    ap.add_argument("--raw", default=None, metavar="NAME",
+                    help="write the rows to benchmarks/results/NAME.json (e.g. gpu_smoke_cpu); default: write nothing")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     import torch
     from rich.console import Console
     from rich.table import Table
@@ -148,6 +186,7 @@ def main() -> None:
         check(torch.cuda.is_available(), "--device cuda but torch sees no CUDA device")
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     specs = {"smollm2-135m": SMOLLM2_135M, "qwen2-1.5b": QWEN2_1_5B}
+    meta = start_meta() if args.raw else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="qdevolve-gpu-smoke-") as tmp:
         for name in args.models.split(","):
@@ -160,6 +199,9 @@ def main() -> None:
         table.add_row(r["model"], f"{r['params_M']:.1f}", f"{r['tokens_per_s']:.1f}", f"{r['lora_step_s']:.2f}",
                       f"{r['adapter_MB']:.2f}", f"{r['swap_s']:.3f}")
     Console(width=120).print(table)
+    if args.raw:
+        write_raw(args.raw, {"settings": settings(args, torch), "rows": rows}, seeds=[0], meta=meta)
+        print(f"gpu_smoke: wrote benchmarks/results/{args.raw}.json")
     print("gpu_smoke: OK")
 
 
