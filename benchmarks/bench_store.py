@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_store.py                      # writes benchmarks/results/store.json
     .venv/bin/python benchmarks/bench_store.py --repeats 5 --raw store_5
-    .venv/bin/python benchmarks/bench_store.py --only-inspect --inspect-n 200000
+    .venv/bin/python benchmarks/bench_store.py --only-inspect --inspect-n 200000 --pg URL --raw store_inspect
 
 Goals (issue 14, item 8): on a 200,000-program run ``archive stats``, ``lineage export
 --format graphml`` and ``lineage tree --depth 50 --top 1000`` each <= 3 s and <= 300 MB (peak
@@ -20,7 +20,8 @@ repeat (the programs rebuilt, untimed), the inspection commands on one store of
 ``--inspect-n`` programs built once and then run in turn, one round per repeat. The raw file
 ``benchmarks/results/store.json`` (``--raw NAME`` for another) holds every repeat's wall and
 CPU seconds, counts, bytes and peak RSS, and the goal of each row; it is rewritten after every
-repeat. Its tables are rendered by ``benchmarks/reports/store.py``.
+repeat. Its tables are rendered by ``benchmarks/reports/store.py``; those of ``--only-inspect --raw
+store_inspect`` (the Scale-out section) by ``benchmarks/reports/store_inspect.py``.
 """
 
 from __future__ import annotations
