@@ -240,7 +240,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each framework at each latency (interleaved)")
     ap.add_argument("--script", default="evolve",
                     help="scripted model: evolve (clean diffs) or sloppy[:fraction] (some diffs slip as real models' do)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llm_loop.md"))
+    ap.add_argument("--out", default=None, help="also write the printed report to this markdown file")
     ap.add_argument("--raw", default=None,
                     help="also write the per-run figures to benchmarks/results/NAME.json (benchmarks/report.py renders it)")
     ap.add_argument("--child", choices=["qdevolve", "openevolve"])
@@ -312,9 +312,10 @@ def main() -> None:
                              f"{r['successful']} ok" + (f", {r['kept_in_database']} still in its database"
                                                          if "kept_in_database" in r else ""))
     Console().print(t)
-    Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(ln for ln in lines if ln.startswith(("At ", "  "))))
-    print(f"wrote {args.out}")
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print(f"wrote {args.out}")
     if args.raw:
         from _raw import write_raw
 
