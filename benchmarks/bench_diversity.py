@@ -47,6 +47,7 @@ import hashlib
 import json
 import os
 import resource
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -376,6 +377,10 @@ def main() -> None:
             ap.error(f"unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
         variants = [v for v in args.variants.split(",") if v]
         uptime = os.popen("uptime").read().strip()
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _raw import machine_facts, start_meta
+
+        started = start_meta()  # commit, dirty flag, start time and load of the code measured
         t0 = time.perf_counter()
         with ProcessPoolExecutor(args.jobs) as pool:
             # every base build first (cached ones return at once); a seed's runs go in as soon as
@@ -399,7 +404,11 @@ def main() -> None:
                 partial.write_text(json.dumps({"runs": runs}))  # what is done survives an interrupted run
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         own = resource.getrusage(resource.RUSAGE_SELF)
-        results = {"meta": {"seeds": args.seeds, "steps": args.steps, "lr": args.lr, "eval_every": args.eval_every,
+        command = "python benchmarks/bench_diversity.py" + "".join(f" {a}" for a in sys.argv[1:])
+        results = {"meta": {**started, "command": command, "machine": machine_facts(),
+                            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "loadavg": [round(x, 2) for x in os.getloadavg()],
+                            "seeds": args.seeds, "steps": args.steps, "lr": args.lr, "eval_every": args.eval_every,
                             "jobs": args.jobs, "seconds": time.perf_counter() - t0, "base_seconds": base_seconds,
                             "cpu_seconds": usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime,
                             "uptime": uptime, "uptime_after": os.popen("uptime").read().strip(), "cache": str(cache_dir())}, "runs": runs}
