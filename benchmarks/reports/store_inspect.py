@@ -23,7 +23,7 @@ _spec.loader.exec_module(store)
 
 def setup_line(raw: dict[str, Any]) -> str:
     s = raw.get("settings") or {}
-    dbs = sorted({r["backend"] for r in raw["rows"] if r["kind"] == "inspect"})
+    dbs = list(dict.fromkeys(r["backend"] for r in raw["rows"] if r["kind"] == "inspect"))  # measured order
     names = {"sqlite": f"SQLite {s.get('sqlite', '')}".strip(), "postgresql": "PostgreSQL (local server)"}
     return (f"Setup: one run of {s.get('inspect_n', 0):,} programs built once per database "
             f"({', '.join(names.get(d, d) for d in dbs) or 'none'}), then {s.get('repeats', '?')} rounds of the "
