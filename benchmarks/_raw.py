@@ -152,6 +152,8 @@ def _load(values: Any) -> str:
 
 
 def _seeds(seeds: Any) -> str:
+    if isinstance(seeds, list) and not seeds:
+        return "none (nothing random: repeats of one measurement)"
     if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds) and \
             seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
         return f"{len(seeds)} ({seeds[0]}-{seeds[-1]})"
