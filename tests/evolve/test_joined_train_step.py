@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from qdevolve.evolve.training.joined import JoinedListener
+from qdevolve.evolve.training.joined_backend import SharedLock
 
 
 class _Groups:
@@ -55,8 +56,8 @@ def _listener() -> JoinedListener:
     lst = JoinedListener.__new__(JoinedListener)
     lst.groups = _Groups(6)
     lst.trainer = _Trainer()
-    lock = asyncio.Lock()
-    lst.backend = SimpleNamespace(_lock=lambda: lock, inner=SimpleNamespace(model=lst.trainer.model))
+    lock = SharedLock()
+    lst.backend = SimpleNamespace(exclusive=lock.exclusive, inner=SimpleNamespace(model=lst.trainer.model))
     lst.settings = SimpleNamespace(solved_by=None)
     lst.train_log, lst.solved, lst.evals_since_step = [], set(), 0
     return lst

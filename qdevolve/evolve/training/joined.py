@@ -460,7 +460,7 @@ class JoinedListener:
         """The ES update over this iteration's groups (:class:`~qdevolve.rl.es.GroupES`); a new version."""
         loop = asyncio.get_running_loop()
         try:
-            async with self.backend._lock():
+            async with self.backend.exclusive():
                 t0 = time.perf_counter()
                 metrics = self.es.update()
                 metrics["step_seconds"] = time.perf_counter() - t0
@@ -483,7 +483,7 @@ class JoinedListener:
         the lock is released: two steps due at once (several prompts in flight) train on
         disjoint groups, never twice on the same rollouts with stale log-probabilities."""
         loop = asyncio.get_running_loop()
-        async with self.backend._lock():
+        async with self.backend.exclusive():
             groups, last = self.groups.complete()
             if not groups:
                 return None
