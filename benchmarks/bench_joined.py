@@ -234,7 +234,7 @@ def main() -> None:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise SystemExit(f"--arms: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
-    from qdevolve.evolve.training.joined import REWARDS
+    from qdevolve.evolve.training import REWARDS
 
     if args.reward is not None and args.reward not in REWARDS:
         raise SystemExit(f"--reward {args.reward}: this joined loop offers {', '.join(REWARDS)}")

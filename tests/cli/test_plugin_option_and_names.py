@@ -69,7 +69,7 @@ def test_a_bare_name_that_is_no_builtin_policy_says_to_write_a_path(tmp_path: Pa
                        r"\(smollm2-135m-instruct\) nor a path.*\./mymodel"):
         policy_path("mymodel")
     assert policy_path("smollm2-135m-instruct") == "smollm2-135m-instruct"  # a known model is a name
-    from qdevolve.evolve.training.joined import TrainSettings
+    from qdevolve.evolve.training import TrainSettings
 
     with pytest.raises(ConfigError, match="train.policy"):
         TrainSettings.from_dict({"policy": "mymodel"})

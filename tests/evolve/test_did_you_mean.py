@@ -42,7 +42,7 @@ def test_mistyped_config_key_suggests_the_right_one(case: str, tmp_path: Path) -
 
 
 def test_mistyped_train_key_suggests_the_right_one() -> None:
-    from qdevolve.evolve.training.joined import TrainSettings
+    from qdevolve.evolve.training import TrainSettings
 
     with pytest.raises(ConfigError, match="did you mean 'objective'"):
         TrainSettings.from_dict({"policy": "tiny", "objectve": "ips"})

@@ -15,7 +15,7 @@ import qdevolve.cluster.semantic  # noqa: F401  (registers the clusterer)
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.training.joined import JoinedListener, TrainSettings
+from qdevolve.evolve.training import JoinedListener, TrainSettings
 from qdevolve.evolve.training.listener import Reward
 from qdevolve.rl.shaping import RewardShaping, clipped_improvement
 from qdevolve.types import EvalResult, Program

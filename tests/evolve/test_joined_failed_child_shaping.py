@@ -9,7 +9,7 @@ import pytest
 
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.training.joined import JoinedListener, TrainSettings
+from qdevolve.evolve.training import JoinedListener, TrainSettings
 from qdevolve.rl.shaping import RewardShaping
 from qdevolve.types import EvalResult, Program
 

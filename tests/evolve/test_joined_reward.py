@@ -17,7 +17,7 @@ import qdevolve.cluster.feature_cell  # noqa: F401
 from qdevolve import registry
 from qdevolve.db.store import LineageStore
 from qdevolve.errors import ConfigError
-from qdevolve.evolve.training.joined import REWARDS, JoinedListener, TrainSettings
+from qdevolve.evolve.training import REWARDS, JoinedListener, TrainSettings
 from qdevolve.rl.shaping import RewardShaping
 from qdevolve.types import ArchiveEvent, EvalResult, Program
 

@@ -12,7 +12,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from qdevolve.evolve.training.joined import JoinedListener
+from qdevolve.evolve.training import JoinedListener
 from qdevolve.evolve.training.joined_backend import SharedLock
 
 

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from qdevolve.evolve.report.display import print_summary
 from qdevolve.evolve.report.summary import RunSummary
-from qdevolve.evolve.training.joined import JoinedListener, TrainSettings
+from qdevolve.evolve.training import JoinedListener, TrainSettings
 from qdevolve.evolve.training.listener import Reward
 from qdevolve.types import EvalResult, Program
 

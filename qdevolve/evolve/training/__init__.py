@@ -7,13 +7,13 @@ Uses :mod:`qdevolve.evolve.setup` (the ``train`` section of the config); the eng
 :mod:`qdevolve.evolve.core` depends on the protocol here, never the other way.
 """
 
-from qdevolve.evolve.training.joined import (
+from qdevolve.evolve.training.joined import JoinedListener
+from qdevolve.evolve.training.listener import Reward, RewardCounting, TrainingListener, score_reward
+from qdevolve.evolve.training.settings import (
            REWARDS,
-           JoinedListener,
            TrainSettings,
            apply_policy_options,
 )
-from qdevolve.evolve.training.listener import Reward, RewardCounting, TrainingListener, score_reward
 
 __all__ = ["TrainingListener", "Reward", "RewardCounting", "score_reward",
            "JoinedListener", "TrainSettings", "apply_policy_options", "REWARDS"]
