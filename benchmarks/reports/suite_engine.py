@@ -65,7 +65,7 @@ def interval(a: dict[int, float], b: dict[int, float] | None, kind: str, *, seed
 
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))
-    boots = np.sort(np.nan_to_num(stat(idx), nan=-np.inf))
+    boots = np.sort(np.nan_to_num(stat(idx), nan=-np.inf, posinf=np.inf, neginf=-np.inf))  # inf stays inf
     lo = boots[int(round((1 - level) / 2 * (RESAMPLES - 1)))]
     hi = boots[int(round((1 + level) / 2 * (RESAMPLES - 1)))]
     point = float(stat(np.arange(len(seeds))[None, :])[0])

@@ -63,6 +63,16 @@ def test_diversity_claims_compare_with_grpo_of_the_same_changes():
     assert got["4"]["a"] == "grpo" and got["4"]["verdict"] == "holds"  # the best trained arm's held-out targets
 
 
+def test_a_ratio_over_a_flat_reference_stays_infinite():
+    """GRPO flat (slope 0) and IPS rising: the ratio is inf, never the largest float in the table."""
+    from reports.suite_engine import interval, render
+
+    point, low, high, n = interval({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.0}, "ratio")
+    assert point == float("inf") and high == float("inf") and n == 2
+    raw = _raw({"frozen": [3, 3], "grpo+all": [4, 4], "ipsc+all": [5, 5]})
+    assert "e+307" not in render(raw)["claims"] and "179769" not in render(raw)["claims"]
+
+
 def test_render_is_a_pure_function_of_the_raw_file():
     from reports.suite_engine import render
 
