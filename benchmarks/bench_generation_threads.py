@@ -71,6 +71,24 @@ def proc_loadavg() -> dict[str, Any]:
         return {"load1": round(os.getloadavg()[0], 2), "runnable": None, "tasks": None}
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU model and which of ``CPU_FLAGS`` it reports (``/proc/cpuinfo``): bfloat16 runs in
+    hardware only with ``avx512_bf16`` or ``amx_bf16``."""
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and not model:
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return {"model": model, "flags": {f: f in flags for f in CPU_FLAGS}}
+
+
 # ----------------------------------------------------------------------------- child
 def child(args: argparse.Namespace) -> int:
     """Load the model with this process's settings, warm up, then answer one measured batch per
@@ -88,6 +106,7 @@ def child(args: argparse.Namespace) -> int:
     bench_backend(backend, args.batch, args.group, 2, seed=99)  # warm-up: the batch's buffers, 2 tokens
     proto.write(json.dumps({"ready": True, "load_s": time.perf_counter() - t0, "torch_threads": torch.get_num_threads(),
                             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                             "parallel_info": torch.__config__.parallel_info()}) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
@@ -201,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rows": [{"key": c.key, "threads": c.threads, "omp_wait_policy": c.omp, "dtype": c.dtype,
                           "start_s": started_s[c.key], "child": c.info} for c in children],
                 "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")},
-                "affinity": sorted(os.sched_getaffinity(0)), "nice": os.nice(0),
+                "cpu": cpu_facts(), "affinity": sorted(os.sched_getaffinity(0)), "nice": os.nice(0),
                 "load_start": load_start, "load_end": proc_loadavg()}
     path = write_raw(args.raw, {"settings": settings, "measurements": measurements}, seeds=list(range(rounds_done)),
                      meta=meta)

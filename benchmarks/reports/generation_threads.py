@@ -22,7 +22,9 @@ The reading judges, per row, "a token costs more CPU than with the reference" (C
 ratio > 1) and the opposite (< 1) by ``_raw.verdict``: **holds** when the whole interval is on
 that side of 1; when neither holds it says the interval shows no difference.
 
-Keys: ``setup``, ``table``, ``reading``, ``load``; figures ``cpu_ratio-<row>``,
+Keys: ``setup``, ``table``, ``reading``, ``load``; ``cpu`` (the CPU model and its vector flags,
+where recorded) and ``bf16_hardware`` (``yes`` when the CPU reports ``avx512_bf16`` or
+``amx_bf16``, else ``no``); figures ``cpu_ratio-<row>``,
 ``wall_ratio-<row>``, ``tps-<row>`` (median tokens/s), ``tpc-<row>`` (median tokens per
 CPU-second), ``cpu_verdict-<row>`` (the reading's phrase for that row), ``<row>`` a row key such
 as ``t2_unset_float32``.
@@ -165,6 +167,17 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
                     f"rounds of the per-round ratio to the same round's reference row.")
     n_ref = len(ref)
     ref_label = label(rows[ref_key]) + (" in float32" if rows[ref_key]["dtype"] == "float32" else "")
+    cpu = s.get("cpu") or {}
+    if cpu:
+        flags = cpu.get("flags", {})
+        has = [f for f, v in flags.items() if v]
+        lacks = [f for f, v in flags.items() if not v]
+        caps = sorted({r.get("child", {}).get("cpu_capability") for r in s["rows"]} - {None})
+        out["cpu"] = (f"CPU {cpu.get('model') or 'not recorded'}: " + (", ".join(has) or "none of the flags checked")
+                      + (f"; no {', '.join(lacks)}" if lacks else "")
+                      + (f"; torch's CPU capability {', '.join(caps)}" if caps else "") + ".")
+        out["bf16_hardware"] = ("yes" if flags.get("avx512_bf16") or flags.get("amx_bf16") else "no")
+        out["setup"] += " " + out["cpu"]
     out["reading"] = (f"Against {ref_label}, per round (median of the ratios over {n_ref} round"
                       f"{'s' * (n_ref != 1)}, 90 % interval): " + "; ".join(reading) + "."
                       if reading else "No row compared with the reference.")

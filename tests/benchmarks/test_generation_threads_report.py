@@ -77,3 +77,16 @@ def test_a_row_without_measurements_is_listed() -> None:
     raw["measurements"] = [m for m in raw["measurements"] if m["row"] != "t2_passive_float32"]
     out = renderer.render(raw)
     assert "| 2 | PASSIVE | float32 | not measured |" in out["table"]
+
+
+def test_the_cpu_facts_are_stated_when_recorded() -> None:
+    raw = synthetic([40.0, 40.0], [4.0, 4.0])
+    assert "cpu" not in renderer.render(raw)
+    raw["settings"]["cpu"] = {"model": "AMD EPYC", "flags": {"avx2": True, "avx512f": False, "avx512_bf16": False,
+                                                              "amx_bf16": False}}
+    raw["settings"]["rows"][0]["child"] = {"cpu_capability": "AVX2"}
+    out = renderer.render(raw)
+    assert out["cpu"] == "CPU AMD EPYC: avx2; no avx512f, avx512_bf16, amx_bf16; torch's CPU capability AVX2."
+    assert out["bf16_hardware"] == "no" and out["setup"].endswith(out["cpu"])
+    raw["settings"]["cpu"]["flags"]["avx512_bf16"] = True
+    assert renderer.render(raw)["bf16_hardware"] == "yes"
