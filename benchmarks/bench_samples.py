@@ -158,11 +158,14 @@ def add_reference(raw_path: Path, main_path: Path) -> None:
     # every variant arm the file holds, those of an earlier (stopped) plan too: their tasks show as missing
     data["arms"] = [*dict.fromkeys([*data["arms"], *(r["arm"] for r in data["runs"] if r["arm"].startswith("qdevolve+"))])]
     own = [r for r in data["runs"] if r["arm"] in data["arms"] and r["seed"] in seeds]
-    copied = [r for r in main["runs"] if r["task"] in data["tasks"] and r["seed"] in seeds and r["arm"] in main["arms"]]
+    measured = {r["arm"] for r in own}  # an arm the ablation ran itself (its own default) is not copied over
+    copied = [r for r in main["runs"] if r["task"] in data["tasks"] and r["seed"] in seeds and r["arm"] in main["arms"]
+              and r["arm"] not in measured]
     competitors = [a for a in main["arms"] if a != main.get("reference", "qdevolve")]
     data.update(runs=own + copied, variants=[main.get("reference", "qdevolve"), *data["arms"]], competitors=competitors,
                 copied_from={"file": str(main_path.relative_to(ROOT)) if main_path.is_relative_to(ROOT) else str(main_path),
-                             "commit": main["meta"]["commit"], "date": main["meta"]["date"]},
+                             "commit": main["meta"]["commit"], "date": main["meta"]["date"],
+                             "arms": sorted({r["arm"] for r in copied})},
                 settings={**main["settings"], **data["settings"]})
     data["meta"]["machine"] = {**main["meta"]["machine"], **{k: v for k, v in data["meta"]["machine"].items() if v}}
     data["arms"] = [*dict.fromkeys([*data["variants"], *competitors])]

@@ -366,7 +366,13 @@ def render_ablation(raw: dict) -> dict[str, str]:
     meta_md = _meta_md(raw, "samples_ablation")
     if raw.get("copied_from"):
         c = raw["copied_from"]
-        meta_md += f" Default, OpenEvolve and ShinkaEvolve runs copied from `{c['file']}` (commit `{c['commit'][:12]}`, {c['date']})."
+        names = ["the default" if a == raw.get("reference", "qdevolve") else NAMES.get(a, a)
+                 for a in c.get("arms", [raw.get("reference", "qdevolve"), *competitors])]
+        what = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        what = what.replace("the default", "default", 1) if what.startswith("the default") else what
+        meta_md += f" {what[0].upper() + what[1:]} runs copied from `{c['file']}` (commit `{c['commit'][:12]}`, {c['date']})."
+        if "arms" in c and raw.get("reference", "qdevolve") not in c["arms"]:
+            meta_md += " The default's runs are this file's own, measured with the variants."
     return {"meta": meta_md, "ablation": "\n".join(lines), "arms": desc}
 
 

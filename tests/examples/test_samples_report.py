@@ -110,6 +110,30 @@ def test_ablation_measures_every_variant_against_every_framework(tmp_path: Path)
     assert '- qdevolve+fast: {"children_per_parent": 2}' in out["arms"] and "copied from" in out["meta"]
 
 
+def test_ablation_with_its_own_default_keeps_it_and_copies_only_the_competitors(tmp_path: Path) -> None:
+    """An ablation that ran the default itself (on the variants' code) must not get the main file's
+    default runs (another commit) copied over or beside its own."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_samples
+
+    main = _raw([_run("a", "qdevolve", s, [(12, 1.0)]) for s in range(3)] +
+                [_run("a", "openevolve", s, [(16, 1.0)]) for s in range(3)], 3, ["a"])
+    own = [_run("a", "qdevolve", s, [(8, 1.0)]) for s in range(3)] + \
+          [_run("a", "qdevolve+fast", s, [(4, 1.0)]) for s in range(3)]
+    abl = {**_raw(own, 3, ["a"], arms=["qdevolve", "qdevolve+fast"]),
+           "overrides": {"qdevolve+fast": '{"children_per_parent": 2}'}}
+    (tmp_path / "main.json").write_text(json.dumps(main))
+    (tmp_path / "abl.json").write_text(json.dumps(abl))
+    bench_samples.add_reference(tmp_path / "abl.json", tmp_path / "main.json")
+    merged = json.loads((tmp_path / "abl.json").read_text())
+    default = [r for r in merged["runs"] if r["arm"] == "qdevolve"]
+    assert len(default) == 3 and all(r["records"][-1][0] == 8 for r in default)  # its own, not main's (call 12)
+    assert merged["copied_from"]["arms"] == ["openevolve"]
+    out = rep.render_ablation(merged)
+    assert "0.50x (0.50x to 0.50x), 3 seeds: holds" in out["ablation"]
+    assert "OpenEvolve runs copied from" in out["meta"] and "The default's runs are this file's own" in out["meta"]
+
+
 def test_render_is_a_pure_function_of_the_raw_file() -> None:
     runs = [_run("a", "qdevolve", s, [(2 + s, 1.0)]) for s in range(5)] + \
            [_run("a", "openevolve", s, [(8 + s, 1.0)]) for s in range(5)]
