@@ -127,7 +127,7 @@ def start_meta(args: argparse.Namespace, arms: list[str]) -> dict:
             "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
                         "torch": _version("torch"), "openevolve": _version("openevolve"),
                         "shinka-evolve": _version("shinka-evolve", args.shinka_python) if "shinka" in arms else None},
-            "seeds": list(range(args.seeds))}
+            "seeds": list(range(args.seeds)), "nice": os.nice(0)}  # the niceness it ran at (0: not niced)
 
 
 class RawFile:
@@ -157,18 +157,22 @@ def add_reference(raw_path: Path, main_path: Path) -> None:
     seeds = set(data["meta"]["seeds"])
     # every variant arm the file holds, those of an earlier (stopped) plan too: their tasks show as missing
     data["arms"] = [*dict.fromkeys([*data["arms"], *(r["arm"] for r in data["runs"] if r["arm"].startswith("qdevolve+"))])]
-    own = [r for r in data["runs"] if r["arm"] in data["arms"] and r["seed"] in seeds]
+    before = set(data.get("copied_from", {}).get("arms", data.get("competitors", [])))  # a second call re-copies
+    own = [r for r in data["runs"] if r["arm"] in data["arms"] and r["arm"] not in before and r["seed"] in seeds]
     measured = {r["arm"] for r in own}  # an arm the ablation ran itself (its own default) is not copied over
     copied = [r for r in main["runs"] if r["task"] in data["tasks"] and r["seed"] in seeds and r["arm"] in main["arms"]
               and r["arm"] not in measured]
     competitors = [a for a in main["arms"] if a != main.get("reference", "qdevolve")]
-    data.update(runs=own + copied, variants=[main.get("reference", "qdevolve"), *data["arms"]], competitors=competitors,
+    variants = [*dict.fromkeys([main.get("reference", "qdevolve"),
+                                *(a for a in data["arms"] if a not in before and a not in competitors)])]
+    data.update(runs=own + copied, variants=variants, competitors=competitors,
                 copied_from={"file": str(main_path.relative_to(ROOT)) if main_path.is_relative_to(ROOT) else str(main_path),
                              "commit": main["meta"]["commit"], "date": main["meta"]["date"],
                              "arms": sorted({r["arm"] for r in copied})},
                 settings={**main["settings"], **data["settings"]})
     data["meta"]["machine"] = {**main["meta"]["machine"], **{k: v for k, v in data["meta"]["machine"].items() if v}}
     data["arms"] = [*dict.fromkeys([*data["variants"], *competitors])]
+    data["raw_name"] = raw_path.stem  # the provenance line names the file it is read from
     raw_path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
 
 

@@ -159,6 +159,13 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}" if math.isfinite(v) else "-"
 
 
+def _niced(meta: dict) -> str:
+    """The ``nice`` prefix of the command: the recorded niceness; files written before it was recorded
+    were all run under ``nice -n 10`` (their sections say so)."""
+    n = meta.get("nice", 10)
+    return f"nice -n {n} " if n else ""
+
+
 def _meta_md(raw: dict, name: str) -> str:
     """Commit, dates, command, seeds, budget and load of a raw file, as one paragraph."""
     meta, n = raw["meta"], int(raw["calls"])
@@ -170,7 +177,7 @@ def _meta_md(raw: dict, name: str) -> str:
                + (f" (resumed on {', '.join(meta['resumed'])}; commits {', '.join(c[:12] for c in meta['commits'])})"
                   if meta.get("resumed") else "")
                + f", started {meta.get('date')}, last run written {meta.get('finished', '-')}; command "
-               f"`nice -n 10 {meta.get('command')}`; seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); {n} model calls per "
+               f"`{_niced(meta)}{meta.get('command')}`; seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); {n} model calls per "
                f"run, {raw.get('concurrency')} requests in flight, {raw.get('workers')} evaluation workers; "
                f"{mach.get('cpu_count')} cores, 1-minute load average {meta['loadavg'][0]} at the start"
                + (f" and {loads[0]}-{loads[1]} sampled after each run" if loads else "")
@@ -363,7 +370,8 @@ def render_ablation(raw: dict) -> dict[str, str]:
                 cells.append(f"{_x(ratio)}{iv}, {len(common)} seeds: {verdict(ratio, hi)}")
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     desc = "\n".join(f"- {v}: {raw['overrides'].get(v, 'the default')}" for v in variants)
-    meta_md = _meta_md(raw, "samples_ablation")
+    paired = _paired_against_default(raw, variants, best, n)
+    meta_md = _meta_md(raw, raw.get("raw_name", "samples_ablation"))
     if raw.get("copied_from"):
         c = raw["copied_from"]
         names = ["the default" if a == raw.get("reference", "qdevolve") else NAMES.get(a, a)
@@ -373,7 +381,33 @@ def render_ablation(raw: dict) -> dict[str, str]:
         meta_md += f" {what[0].upper() + what[1:]} runs copied from `{c['file']}` (commit `{c['commit'][:12]}`, {c['date']})."
         if "arms" in c and raw.get("reference", "qdevolve") not in c["arms"]:
             meta_md += " The default's runs are this file's own, measured with the variants."
-    return {"meta": meta_md, "ablation": "\n".join(lines), "arms": desc}
+    return {"meta": meta_md, "ablation": "\n".join(lines), "arms": desc, "paired": paired}
+
+
+def _paired_against_default(raw: dict, variants: list[str], best: dict, n: int) -> str:
+    """Each variant against the default on the same seeds (same server replies for the same parent and
+    call): the mean over seeds of the paired difference of the best score at the budget, with its 90 %
+    bootstrap interval (``_raw.bootstrap_interval``, seeds resampled) and the rule's verdict for
+    "the variant ends higher" and, separately, "it ends lower"."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _raw import bootstrap_interval
+    from _raw import verdict as rule
+
+    ref = raw.get("reference", "qdevolve")
+    lines = ["| arm | task | variant minus default: best at the budget (90 % interval) | ends higher | ends lower |",
+             "|---|---|---|---|---|"]
+    for v in variants:
+        if v == ref:
+            continue
+        for t in raw["tasks"]:
+            if (t, v) not in best or (t, ref) not in best:
+                lines.append(f"| {v} | {TASK_NAMES.get(t, t)} | missing | | |")
+                continue
+            common = sorted(set(best[(t, v)]) & set(best[(t, ref)]))
+            iv = bootstrap_interval([float(best[(t, v)][s][n - 1] - best[(t, ref)][s][n - 1]) for s in common])
+            lines.append(f"| {v} | {TASK_NAMES.get(t, t)} | {iv.text('{:+.4g}')} | "
+                         f"{rule(iv, 0.0, 'greater')} | {rule(iv, 0.0, 'less')} |")
+    return "\n".join(lines)
 
 
 def _rewrite(text: str, kind: str, name: str, blocks: dict[str, str]) -> str:

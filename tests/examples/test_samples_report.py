@@ -129,9 +129,24 @@ def test_ablation_with_its_own_default_keeps_it_and_copies_only_the_competitors(
     default = [r for r in merged["runs"] if r["arm"] == "qdevolve"]
     assert len(default) == 3 and all(r["records"][-1][0] == 8 for r in default)  # its own, not main's (call 12)
     assert merged["copied_from"]["arms"] == ["openevolve"]
+    bench_samples.add_reference(tmp_path / "abl.json", tmp_path / "main.json")  # a second call changes nothing
+    assert json.loads((tmp_path / "abl.json").read_text()) == merged
     out = rep.render_ablation(merged)
     assert "0.50x (0.50x to 0.50x), 3 seeds: holds" in out["ablation"]
     assert "OpenEvolve runs copied from" in out["meta"] and "The default's runs are this file's own" in out["meta"]
+
+
+def test_paired_table_judges_each_change_against_the_default_on_the_same_seeds() -> None:
+    runs = [_run("a", "qdevolve", s, [(4, 1.0 + 0.1 * s)]) for s in range(5)] + \
+           [_run("a", "qdevolve+up", s, [(4, 1.5 + 0.1 * s)]) for s in range(5)] + \
+           [_run("a", "qdevolve+same", s, [(4, 1.0 + 0.1 * ((s + 1) % 5))]) for s in range(5)] + \
+           [_run("a", "openevolve", s, [(8, 1.0)]) for s in range(5)]
+    raw = {**_raw(runs, 5, ["a"], arms=["qdevolve", "qdevolve+up", "qdevolve+same", "openevolve"]),
+           "variants": ["qdevolve", "qdevolve+up", "qdevolve+same"], "competitors": ["openevolve"], "overrides": {}}
+    rows = {line.split(" | ")[0]: line for line in rep.render_ablation(raw)["paired"].splitlines()}
+    assert rows["| qdevolve+up"].endswith("| holds | does not hold |")  # +0.5 on every seed
+    assert "holds |" not in rows["| qdevolve+same"].replace("holds in the mean", "")  # a shuffle: no sure change
+    assert "| qdevolve |" not in rep.render_ablation(raw)["paired"]  # the default is the reference, not a row
 
 
 def test_render_is_a_pure_function_of_the_raw_file() -> None:
