@@ -288,8 +288,13 @@ def render(raw: dict) -> dict[str, str]:
     for a in others:
         rs = sorted(results[(t, a)][0] for t in tasks if (t, a) in results)
         span = f"{_x(rs[0])}-{_x(rs[-1])}" if rs else "-"
+        best_t = min((t for t in tasks if (t, a) in results), key=lambda t: results[(t, a)][0], default=None)
+        at_best = ""
+        if best_t is not None and not math.isnan(results[(best_t, a)][1]):
+            r = results[(best_t, a)]
+            at_best = f"; lowest on {TASK_NAMES.get(best_t, best_t)}: {_x(r[0])}, 90 % interval {_x(r[1])} to {_x(r[2])}"
         parts.append(f"{NAMES.get(a, a)}'s in {span} of its calls ({len(holds[a])} of {len(rs)} tasks at <= 0.5x "
-                     f"with the 90 % interval's upper end <= 0.5x)")
+                     f"with the 90 % interval's upper end <= 0.5x{at_best})")
     nseeds = sorted({len(v) for v in best.values()})
     seeds_txt = f"{nseeds[0]}" if len(nseeds) == 1 else f"{nseeds[0]}-{nseeds[-1]}"
     summary = ("qdevolve's default search reaches the median best score of " + " and ".join(parts)
