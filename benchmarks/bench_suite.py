@@ -106,12 +106,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(RESULTS / "suite_engine.json"))
     ap.add_argument("--resume", action="store_true", help="keep the runs of --out with these settings; run the rest")
     ap.add_argument("--work", default=None, help="directory for the runs' databases (default: a new temporary one)")
+    ap.add_argument("--remeasure-groups", default=None, metavar="WORK",
+                    help="run nothing: add each run's group statistics to --out from its database kept under WORK")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
         worker(json.loads(args.worker))
         return
-    from suite_engine import parse_arm, plan_run, suite_targets, write_example
+    from suite_engine import parse_arm, plan_run, remeasure_groups, suite_targets, write_example
+
+    if args.remeasure_groups:
+        out = Path(args.out)
+        raw = json.loads(out.read_text())
+        n = remeasure_groups(raw, Path(args.remeasure_groups))
+        raw["meta"]["groups_remeasured"] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": n,
+                                            "command": "python benchmarks/bench_suite.py --out "
+                                                       f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} "
+                                                       "--remeasure-groups WORK"}
+        write_raw(out, raw)
+        print(f"group statistics of {n} runs added to {out}")
+        return
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     try:

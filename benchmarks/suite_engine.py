@@ -207,13 +207,52 @@ def measure(db: Path, checkpoints: list[int]) -> dict[str, Any]:
         steps = [float(v["metrics"]["step_seconds"]) for v in versions
                  if isinstance(v.get("metrics"), dict) and v["metrics"].get("step_seconds") is not None]
         latest = versions[-1] if len(versions) > 1 else None
-        return {"curves": curves, "samples": len(rollouts),
+        return {"curves": curves, "samples": len(rollouts), "groups": group_stats([ro for _, ro in rollouts]),
                 "evaluations": sum(1 for p, _ in evals.values() if p.operator != "seed"), "copies": copies,
                 "solved_at": solved_at, "classes": {t: len(c) for t, c in classes.items()},
                 "trainer_steps": max(0, len(versions) - 1), "step_seconds": steps,
                 "final_policy": latest["path"] if latest else None}
     finally:
         store.close()
+
+
+def group_stats(rollouts: list[Any]) -> dict[str, float]:
+    """What an objective keyed on classes can act on, from the stored rollouts (rewards as trained,
+    shaping included): the share of children with a positive reward, the share of groups holding at
+    least one and at least two of them, and the share of groups where two rewarded children share a
+    ``cluster_key`` (the only groups where IPS weights a rewarded child by less than 1)."""
+    groups: dict[str, list[Any]] = {}
+    for ro in rollouts:
+        if ro.reward is not None:
+            groups.setdefault(ro.group_id or ro.id, []).append(ro)
+    n_groups = len(groups) or 1
+    n_children = sum(len(g) for g in groups.values()) or 1
+    pos = {k: [ro for ro in g if ro.reward > 0] for k, g in groups.items()}
+    repeated = sum(1 for g in pos.values() if len({ro.cluster_key for ro in g}) < len(g))
+    return {"groups": float(len(groups)), "children": float(sum(len(g) for g in groups.values())),
+            "rewarded_share": sum(len(g) for g in pos.values()) / n_children,
+            "groups_with_1": sum(1 for g in pos.values() if len(g) >= 1) / n_groups,
+            "groups_with_2": sum(1 for g in pos.values() if len(g) >= 2) / n_groups,
+            "groups_repeated_rewarded_class": repeated / n_groups}
+
+
+def remeasure_groups(raw: dict[str, Any], work: Path) -> int:
+    """Add ``group_stats`` to every run of ``raw`` from its database kept under ``work`` (the
+    ``--work`` of the command that ran it); returns how many runs were read."""
+    from qdevolve.db import open_store
+
+    n = 0
+    for r in raw["runs"]:
+        db = work / f"{r['arm'].replace('+', '_')}-{r['seed']}.sqlite"
+        if r.get("error") or not db.exists():
+            continue
+        store = open_store(db)
+        try:
+            r["groups"] = group_stats([ro for _, ro in store.rollouts(store.latest_run_id())])
+        finally:
+            store.close()
+        n += 1
+    return n
 
 
 def _point(curves: dict[str, list[float]], samples: float, solved_at: dict[str, int],

@@ -26,7 +26,7 @@ __all__ = ["render", "interval", "verdict", "claims"]
 
 LEVEL = 0.9
 RESAMPLES = 10_000
-RAW_NAMES = ("suite_engine_t12",)  # the 12-target run on fresh seeds
+RAW_NAMES = ("suite_engine_t12", "suite_engine_g32", "suite_engine_ex3")  # 12 targets, fresh seeds: G = 8, G = 32, 3 examples
 DIVERSITY = ("ips", "ipsc", "rare", "vpo")
 
 
@@ -238,7 +238,8 @@ def _table_run(raw: dict[str, Any]) -> str:
         f"| seeds | {', '.join(str(x) for x in m['seeds'])} |",
         f"| targets | {len(s['targets'])} ({', '.join(s['targets'])}) |",
         f"| samples per run | {s['samples']:,} ({s['samples_per_target']} per target), {s['examples']} examples "
-        f"per target |",
+        f"per target, groups of {s.get('group', 8)} children per parent, a trainer step every {s.get('every', 64)} "
+        f"evaluations |",
         f"| runs finished | {len(_ok(raw))} of {len(raw['arms']) * len(m['seeds'])} |",
         f"| wall time | {_fmt(m.get('wall_s', 0.0) / 60, 1)} min (runs in parallel) |",
         f"| load (1, 5, 15 min) at the last write | {load} |",
@@ -261,7 +262,33 @@ def summary(raw: dict[str, Any]) -> str:
             + f"and the >= {_fmt(c['null'], 1)}x target {c['verdict']}")
 
 
+def _table_groups(raw: dict[str, Any]) -> str:
+    """Per arm, mean ± sd over seeds of the runs' ``groups`` statistics (``suite_engine.group_stats``):
+    what a class-keyed objective can act on."""
+    runs = [r for r in _ok(raw) if r.get("groups")]
+    if not runs:
+        return "(group statistics not recorded in this raw file: `bench_suite.py --remeasure-groups WORK`)"
+    cols = [("rewarded_share", "children with reward > 0"), ("groups_with_1", "groups with >= 1 rewarded"),
+            ("groups_with_2", "groups with >= 2 rewarded"),
+            ("groups_repeated_rewarded_class", "groups where 2 rewarded children share a class")]
+    lines = ["| arm | seeds | groups per run | " + " | ".join(c for _, c in cols) + " |",
+             "|---|---|---|" + "---|" * len(cols)]
+    for arm in raw["arms"]:
+        rs = [r for r in runs if r["arm"] == arm]
+        if not rs:
+            continue
+
+        def ms(key: str, pct: bool = True) -> str:
+            xs = [float(r["groups"][key]) * (100 if pct else 1) for r in rs]
+            sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+            return f"{statistics.fmean(xs):.{1 if pct else 0}f}{' %' if pct else ''} ± {sd:.{1 if pct else 0}f}"
+
+        lines.append(f"| {arm} | {len(rs)} | {ms('groups', False)} | " + " | ".join(ms(k) for k, _ in cols) + " |")
+    return "\n".join(lines)
+
+
 def render(raw: dict[str, Any]) -> dict[str, str]:
     """Table id -> markdown (module docstring); ``summary``: the README's one line."""
     return {"run": _table_run(raw), "solved": _table_solved(raw), "final": _table_final(raw),
-            "changes": _table_changes(raw), "claims": _table_claims(raw), "summary": summary(raw)}
+            "changes": _table_changes(raw), "claims": _table_claims(raw), "groups": _table_groups(raw),
+            "summary": summary(raw)}

@@ -78,7 +78,7 @@ def test_render_is_a_pure_function_of_the_raw_file():
 
     raw = _raw({"frozen": [3, 4, 3], "grpo+all": [4, 4, 5]})
     a, b = render(raw), render(json.loads(json.dumps(raw)))
-    assert a == b and set(a) == {"run", "solved", "final", "changes", "claims", "summary"}
+    assert a == b and set(a) == {"run", "solved", "final", "changes", "claims", "groups", "summary"}
     assert "grpo+all" in a["summary"] and "target does not hold" in a["summary"]  # x1.30 at best, not above
     big = render(_raw({"frozen": [2, 2, 2], "grpo+all": [5, 5, 6]}))["summary"]
     assert "more than frozen" in big and "target holds" in big  # the verdict follows the numbers
@@ -97,6 +97,34 @@ def test_arm_names_are_checked():
     assert cfg["reward"] == "improvement_clipped" and cfg["shaping"]["same_class"] == -0.3
     assert cfg["trainer"] == {"learning_rate": 1e-3, "beta": 0.0} and cfg["max_samples"] == 40
     assert run_config("frozen", policy="p", samples=40, every=16, group=4)["train"]["enabled"] is False
+
+
+def test_group_stats_count_rewarded_children_and_repeated_classes_per_group():
+    from types import SimpleNamespace as R
+
+    from suite_engine import group_stats
+
+    ro = [R(id="a", group_id="g1", reward=1.0, cluster_key="x"), R(id="b", group_id="g1", reward=0.5, cluster_key="x"),
+          R(id="c", group_id="g1", reward=0.0, cluster_key="y"), R(id="d", group_id="g2", reward=1.0, cluster_key="x"),
+          R(id="e", group_id="g2", reward=1.0, cluster_key="z"), R(id="f", group_id="g3", reward=-0.3, cluster_key="x"),
+          R(id="g", group_id="g3", reward=None, cluster_key="x")]  # not evaluated: not counted
+    g = group_stats(ro)
+    assert g["groups"] == 3 and g["children"] == 6
+    assert g["rewarded_share"] == pytest.approx(4 / 6)
+    assert g["groups_with_1"] == pytest.approx(2 / 3) and g["groups_with_2"] == pytest.approx(2 / 3)
+    assert g["groups_repeated_rewarded_class"] == pytest.approx(1 / 3)  # g1 only: x twice among rewarded
+
+
+def test_groups_table_renders_mean_and_sd_per_arm_and_says_when_missing():
+    from reports.suite_engine import render
+
+    raw = _raw({"frozen": [1, 1], "ipsc+all": [1, 1]})
+    assert "not recorded" in render(raw)["groups"]
+    for i, r in enumerate(raw["runs"]):
+        r["groups"] = {"groups": 10.0, "children": 80.0, "rewarded_share": 0.02 * (1 + i % 2), "groups_with_1": 0.1,
+                       "groups_with_2": 0.0, "groups_repeated_rewarded_class": 0.0}
+    rows = {line.split(" | ")[0]: line for line in render(raw)["groups"].splitlines()}
+    assert rows["| ipsc+all"].startswith("| ipsc+all | 2 | 10 ± 0 | 3.0 % ± 1.4 | 10.0 % ± 0.0 |")
 
 
 @pytest.mark.slow
@@ -124,3 +152,11 @@ def test_engine_bench_runs_qdevolve_and_measures_from_the_lineage_db(tmp_path):
                       "--every", "16", "--heldout-n", "4", "--points", "2", "--jobs", "1", "--out", str(out),
                       "--resume"])
     assert json.loads(out.read_text())["runs"] == raw["runs"]
+    # the group statistics measured in the run equal those read again from the kept databases
+    assert all(set(r["groups"]) >= {"rewarded_share", "groups_repeated_rewarded_class"} for r in raw["runs"])
+    again = json.loads(out.read_text())
+    for r in again["runs"]:
+        r.pop("groups")
+    out.write_text(json.dumps(again))
+    bench_suite.main(["--out", str(out), "--remeasure-groups", str(tmp_path / "work")])
+    assert [r["groups"] for r in json.loads(out.read_text())["runs"]] == [r["groups"] for r in raw["runs"]]
