@@ -8,7 +8,7 @@ Every arm draws the same number of policy samples (``--samples-per-target`` x ta
 enforced by ``train.max_samples``; copies of stored programs count), one pre-trained base per
 seed (cached under ``.cache/suite_bases``, the same bases as the fast check). Arms are
 ``frozen`` or ``OBJECTIVE[+CHANGE...]`` (``benchmarks/suite_engine.py``: ``kl_lr``,
-``improve``, ``anycopy``, ``all``). Measured from each run's database: targets solved against
+``improve``, ``anycopy``, ``fail``: failures priced without the same-class penalty, ``all``: the first three). Measured from each run's database: targets solved against
 samples, semantic classes per solved target; after the run, held-out targets from the final
 policy. The raw file (``benchmarks/results/suite_engine.json``) is rewritten after every
 finished run; ``--resume`` keeps the runs it holds and runs only the missing ones; the tables
@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--resume: {out} was measured with other settings ({old.get('settings')}); "
                              "pass another --out or the same settings")
         runs = [r for r in old["runs"] if not r.get("error")]
+        for r in runs:  # a resumed file says which commit measured each of its runs
+            r.setdefault("commit", old["meta"].get("commit"))
     done = {(r["arm"], r["seed"]) for r in runs}
     import torch
 
@@ -177,7 +179,10 @@ def main(argv: list[str] | None = None) -> None:
     write_raw(out, raw)
     t0 = time.time()
 
+    commit_now = git_facts()[0]
+
     def on_result(r: dict[str, Any]) -> None:
+        r.setdefault("commit", commit_now)
         runs.append(r)
         raw["meta"] = meta(command, seeds, load0)
         raw["meta"]["wall_s"] = time.time() - t0

@@ -47,7 +47,8 @@ OBJECTIVES: dict[str, dict[str, Any]] = {
     "vpo": {"type": "vpo", "m": 1},
     "es": {"type": "es", "population": 8, "sigma": 0.01, "alpha": 0.003},
 }
-CHANGES = ("kl_lr", "improve", "anycopy")
+CHANGES = ("kl_lr", "improve", "anycopy", "fail")
+ALL = ("kl_lr", "improve", "anycopy")  # "+all": the three design changes of the issue ("fail" is inside anycopy)
 OLD_TRAINER = {"learning_rate": 1e-3, "beta": 0.0}
 NEW_TRAINER = {"learning_rate": 3e-4, "beta": 0.1}
 SEED_PROGRAM = '''"""Suite target {name}: EXPR must reproduce the target's examples (evaluator.py, TARGETS)."""
@@ -63,7 +64,7 @@ EXPR = "x"
 def parse_arm(arm: str) -> tuple[str, tuple[str, ...]]:
     """``(objective or 'frozen', changes)`` of an arm name; a bad name says what exists."""
     head, *rest = arm.strip().split("+")
-    changes = tuple(CHANGES) if rest == ["all"] else tuple(rest)
+    changes = ALL if rest == ["all"] else tuple(rest)
     if head != "frozen" and head not in OBJECTIVES:
         raise ValueError(f"arm {arm!r}: unknown objective {head!r}; known: frozen, {', '.join(OBJECTIVES)}")
     bad = [c for c in changes if c not in CHANGES]
@@ -138,6 +139,8 @@ def run_config(arm: str, *, policy: str, samples: int, every: int, group: int) -
         train["reward"] = "improvement_clipped"
     if "anycopy" in changes:
         train["shaping"].update(same_class=-0.3, error=-0.4, no_program=-0.4)
+    if "fail" in changes:  # failures priced as in anycopy, without its same-class penalty
+        train["shaping"].update(error=-0.4, no_program=-0.4)
     return config
 
 

@@ -228,6 +228,18 @@ def _table_claims(raw: dict[str, Any]) -> str:
     return "\n".join(rows) if len(rows) > 2 else "No claim could be tested (arms missing)."
 
 
+def _commit_rows(raw: dict[str, Any]) -> list[str]:
+    """A row naming each commit that measured runs, when a resumed file holds more than one."""
+    by: dict[str, list[str]] = {}
+    for r in _ok(raw):
+        if r.get("commit"):
+            by.setdefault(str(r["commit"])[:12], []).append(r["arm"])
+    if len(by) < 2:
+        return []
+    parts = [f"`{c}`: {len(arms)} runs ({', '.join(dict.fromkeys(arms))})" for c, arms in by.items()]
+    return [f"| runs measured on | {'; '.join(parts)} |"]
+
+
 def _table_run(raw: dict[str, Any]) -> str:
     m, s = raw["meta"], raw["settings"]
     load = ", ".join(f"{x:.1f}" for x in m["loadavg"])
@@ -241,6 +253,7 @@ def _table_run(raw: dict[str, Any]) -> str:
         f"per target, groups of {s.get('group', 8)} children per parent, a trainer step every {s.get('every', 64)} "
         f"evaluations |",
         f"| runs finished | {len(_ok(raw))} of {len(raw['arms']) * len(m['seeds'])} |",
+        *_commit_rows(raw),
         f"| wall time | {_fmt(m.get('wall_s', 0.0) / 60, 1)} min (runs in parallel) |",
         f"| load (1, 5, 15 min) at the last write | {load} |",
         f"| machine | {m['machine']['cpu_count']} CPUs, torch {m['machine']['torch']} |"])

@@ -97,6 +97,9 @@ def test_arm_names_are_checked():
     assert cfg["reward"] == "improvement_clipped" and cfg["shaping"]["same_class"] == -0.3
     assert cfg["trainer"] == {"learning_rate": 1e-3, "beta": 0.0} and cfg["max_samples"] == 40
     assert run_config("frozen", policy="p", samples=40, every=16, group=4)["train"]["enabled"] is False
+    fail = run_config("ipsc+kl_lr+improve+fail", policy="p", samples=40, every=16, group=4)["train"]
+    assert fail["shaping"] == {"lazy": -0.3, "duplicate": -0.3, "error": -0.4, "no_program": -0.4}  # no same_class
+    assert fail["objective"] == {"type": "ips", "reward": "raw", "key": "cluster"}
 
 
 def test_group_stats_count_rewarded_children_and_repeated_classes_per_group():
@@ -160,3 +163,14 @@ def test_engine_bench_runs_qdevolve_and_measures_from_the_lineage_db(tmp_path):
     out.write_text(json.dumps(again))
     bench_suite.main(["--out", str(out), "--remeasure-groups", str(tmp_path / "work")])
     assert [r["groups"] for r in json.loads(out.read_text())["runs"]] == [r["groups"] for r in raw["runs"]]
+
+
+def test_a_resumed_file_names_the_commit_of_each_run():
+    from reports.suite_engine import render
+
+    raw = _raw({"frozen": [1, 1], "ipsc+all": [1, 1]})
+    assert "runs measured on" not in render(raw)["run"]  # one commit (or none recorded): no row
+    for r in raw["runs"]:
+        r["commit"] = "a" * 40 if r["arm"] == "frozen" else "b" * 40
+    row = next(line for line in render(raw)["run"].splitlines() if "runs measured on" in line)
+    assert f"`{'a' * 12}`: 2 runs (frozen)" in row and f"`{'b' * 12}`: 2 runs (ipsc+all)" in row
