@@ -26,6 +26,12 @@ def _spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
 
+def _cpu_ms(pairs: list[tuple[dict[str, Any], dict[str, Any]]], i: int) -> float:
+    """Median controller CPU per evaluated child, in ms (the framework's own process only: qdevolve's
+    sandbox processes and OpenEvolve's worker processes are excluded alike)."""
+    return statistics.median(1000 * p[i]["cpu_s"] / max(p[i]["evaluated"], 1) for p in pairs)
+
+
 def _pairs(raw: dict[str, Any], latency: float) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     rows = [r for r in raw["rows"] if r["latency_s"] == latency]
     q = {r["repeat"]: r for r in rows if r["framework"] == "qdevolve"}
@@ -41,8 +47,9 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
     s = raw["settings"]
     sandbox = f"{s['backend']} {'warm' if s['warm'] else 'cold'}"
     lines = ["| model latency | qdevolve sandbox | qdevolve ok evals/s | OpenEvolve ok evals/s | ratio per pair: median "
-             "(90 % bootstrap interval) | children evaluated / iterations (qdevolve; OpenEvolve) | qdevolve >= OpenEvolve |",
-             "|---|---|---:|---:|---|---|---|"]
+             "(90 % bootstrap interval) | children evaluated / iterations (qdevolve; OpenEvolve) | controller CPU ms per "
+             "child, median (qdevolve; OpenEvolve) | qdevolve >= OpenEvolve |",
+             "|---|---|---:|---:|---|---|---|---|"]
     figure = []
     for latency in sorted({r["latency_s"] for r in raw["rows"]}):
         pairs = _pairs(raw, latency)
@@ -53,6 +60,7 @@ def render(raw: dict[str, Any]) -> dict[str, str]:
             ev.append(f"{lo if lo == hi else f'{lo}-{hi}'}/{s['iterations']}")
         lines.append(f"| {latency:.0f} s | {sandbox} | {_spread([_rate(a) for a, _ in pairs])} | "
                      f"{_spread([_rate(b) for _, b in pairs])} | {iv.text('{:.2f}', 'x', 'pair')} | {ev[0]}; {ev[1]} | "
+                     f"{_cpu_ms(pairs, 0):.1f}; {_cpu_ms(pairs, 1):.1f} | "
                      f"{verdict(iv, 1.0, 'greater')} |")
         span = f"{iv.lo:.2f}x to {iv.hi:.2f}x" if iv.has_interval else "no interval"
         figure.append(f"{iv.estimate:.2f}x (90 % interval {span}) at {latency:.0f} s model latency")
