@@ -62,7 +62,9 @@ def git_facts() -> tuple[str, bool]:
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
 
-    return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    # the raw files the run writes (benchmarks/results/) are outputs, not the code measured
+    return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                                              ":(exclude)benchmarks/results"))
 
 
 def meta(command: str, seeds: list[int], load0: tuple[float, ...]) -> dict[str, Any]:
