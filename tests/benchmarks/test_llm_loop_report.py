@@ -3,17 +3,17 @@ follow the raw rows (no canned sentence)."""
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _renderer():
-    spec = importlib.util.spec_from_file_location("llm_loop_report", ROOT / "benchmarks" / "reports" / "llm_loop.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from reports import llm_loop
+
+    return llm_loop
 
 
 def _raw(q_wall: list[float], o_wall: list[float], q_cpu: float = 1.6, o_cpu: float = 0.4) -> dict:
