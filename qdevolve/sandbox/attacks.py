@@ -15,6 +15,7 @@ Placeholders in payloads: ``__PORT__`` (listener port), ``__CANARY_FILE__``, ``_
 
 from __future__ import annotations
 
+
 import hashlib
 import os
 import secrets
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from qdevolve.sandbox import isolation_attacks as _iso
@@ -66,6 +67,7 @@ class Attack:
     before: str | None = None  # a program evaluated once first, in the same sandbox (warm heap)
     wrap: str | None = None  # the evaluator is one of this framework's, adapted (``wrappers[wrap]``)
     effects: Callable[[EvalResult, HostCanaries], list[str]] | None = None  # did the attack fail?
+    wall_s: float | None = None  # a longer wall clock, where only another limit may decide the status
 
     @property
     def category(self) -> str:
@@ -244,7 +246,8 @@ ATTACKS = ATTACKS + (
        "message queues, a POSIX message queue: written by one evaluation, looked for in the next",
        _iso.PERSIST, runs=2),
     _a("memory_tree", {"memory"}, "six processes of 100 MiB each under a 256 MiB limit: memory is "
-       "capped per evaluation, not per process", _iso.MEMORY_TREE),
+       "capped per evaluation, not per process", _iso.MEMORY_TREE,
+       wall_s=20.0),  # six forks that touch 600 MiB can pass 3 s on a loaded machine: the memory cap decides
 )
 
 # issue 29: code from the candidate's bytes in the runner, memory a warm candidate inherits,
@@ -406,6 +409,8 @@ def check_attack(box, attack: Attack, host: HostCanaries, limits: SandboxLimits 
     (``Attack.effects``); never raises. ``wrappers`` adapt evaluators of other frameworks
     (``"shinka"``: the ShinkaEvolve adapter, which lives above the sandbox layer)."""
     limits = limits or check_limits()
+    if attack.wall_s is not None and attack.wall_s > limits.wall_s:
+        limits = replace(limits, wall_s=attack.wall_s)
     failures: list[str] = []
     t0 = time.monotonic()
     try:
