@@ -289,16 +289,18 @@ def _table_groups(raw: dict[str, Any]) -> str:
              "|---|---|---|" + "---|" * len(cols)]
     for arm in raw["arms"]:
         rs = [r for r in runs if r["arm"] == arm]
-        if not rs:
-            continue
-
-        def ms(key: str, pct: bool = True) -> str:
-            xs = [float(r["groups"][key]) * (100 if pct else 1) for r in rs]
-            sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-            return f"{statistics.fmean(xs):.{1 if pct else 0}f}{' %' if pct else ''} ± {sd:.{1 if pct else 0}f}"
-
-        lines.append(f"| {arm} | {len(rs)} | {ms('groups', False)} | " + " | ".join(ms(k) for k, _ in cols) + " |")
+        if rs:
+            lines.append(f"| {arm} | {len(rs)} | {_mean_sd(rs, 'groups', pct=False)} | "
+                         + " | ".join(_mean_sd(rs, k) for k, _ in cols) + " |")
     return "\n".join(lines)
+
+
+def _mean_sd(runs: list[dict[str, Any]], key: str, *, pct: bool = True) -> str:
+    """Mean ± sd over runs of one ``groups`` statistic (a share shown in %, or a count)."""
+    xs = [float(r["groups"][key]) * (100 if pct else 1) for r in runs]
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    nd = 1 if pct else 0
+    return f"{statistics.fmean(xs):.{nd}f}{' %' if pct else ''} ± {sd:.{nd}f}"
 
 
 def render(raw: dict[str, Any]) -> dict[str, str]:

@@ -15,7 +15,6 @@ Placeholders in payloads: ``__PORT__`` (listener port), ``__CANARY_FILE__``, ``_
 
 from __future__ import annotations
 
-
 import hashlib
 import os
 import secrets

@@ -18,7 +18,7 @@ def _renderer():
 
 def _raw(q_wall: list[float], o_wall: list[float], q_cpu: float = 1.6, o_cpu: float = 0.4) -> dict:
     rows = []
-    for rep, (qw, ow) in enumerate(zip(q_wall, o_wall)):
+    for rep, (qw, ow) in enumerate(zip(q_wall, o_wall, strict=True)):
         for fw, wall, cpu in (("qdevolve", qw, q_cpu), ("openevolve", ow, o_cpu)):
             rows.append({"framework": fw, "latency_s": 0.0, "repeat": rep, "wall_s": wall, "cpu_s": cpu,
                          "successful": 80, "evaluated": 80})
