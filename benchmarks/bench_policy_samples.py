@@ -14,6 +14,11 @@ flight, the same for every arm). Arms:
   GRPO), a step every ``train.every`` (32) evaluations at the example's learning rate (1e-3);
 * ``ips`` (diversity objective): the example's own objective, IPS on the raw score over
   semantic classes;
+* ``grpo+all`` and ``ips+all``: the same objectives with the suite's three design changes
+  together (``benchmarks/suite_engine.py``, ``all``): a KL anchor to the base and a lower
+  learning rate (``trainer: {learning_rate: 3e-4, beta: 0.1}``), the clipped improvement over
+  the parent as the reward (``reward: improvement_clipped``), and penalties for a child that
+  copies any stored program or repeats a stored semantic class (-0.3) or fails (-0.4);
 * diagnostics, one change each: ``grpo+shaped`` (copies earn -0.3: ``train.shaping``),
   ``frozen+serial`` and ``grpo+serial`` (one parent prompt in flight, ``run.max_pending: 1``,
   so trainer steps cannot overlap).
@@ -39,11 +44,13 @@ version (the policy's reward over steps).
     python benchmarks/bench_policy_samples.py --tasks expr_evolution --arms frozen,grpo --seeds 2 --calls 64
     python benchmarks/bench_policy_samples.py --report-only          # rebuild report and plot from --out
     python benchmarks/bench_policy_samples.py --arms grpo+shaped,frozen+serial,grpo+serial --seeds 3   # diagnostics
+    python benchmarks/bench_policy_samples.py --arms frozen,ips,grpo+all,ips+all   # the suite's changes
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -69,6 +76,14 @@ ARMS: dict[str, dict[str, Any]] = {
     "frozen+serial": {"objective": None, "run": {"max_pending": 1}},
     "grpo+serial": {"objective": {"type": "grpo"}, "run": {"max_pending": 1}},
 }
+# the suite's "+all" (benchmarks/suite_engine.py): KL anchor and lr 3e-4, clipped improvement, copies and failures priced
+ALL_CHANGES: dict[str, Any] = {
+    "reward": "improvement_clipped",
+    "trainer": {"learning_rate": 3e-4, "beta": 0.1},
+    "shaping": {"lazy": -0.3, "duplicate": -0.3, "same_class": -0.3, "error": -0.4, "no_program": -0.4},
+}
+ARMS["grpo+all"] = {"objective": {"type": "grpo"}, "train": ALL_CHANGES}
+ARMS["ips+all"] = {"objective": dict(ARMS["ips"]["objective"]), "train": ALL_CHANGES}
 NEVER = 10**9  # train.every of the frozen arm: no trainer step within any budget
 WINDOWS = 8  # the budget in this many windows of calls: reward and copies over the run
 
@@ -83,7 +98,7 @@ def run_config(task: Path, arm: str, calls: int, seed: int, policy_dir: str) -> 
     spec = ARMS[arm]
     objective = spec["objective"]
     train.update(policy=policy_dir, objective=dict(objective or {"type": "grpo"}), max_samples=calls,
-                 **spec.get("train", {}))
+                 **copy.deepcopy(spec.get("train", {})))
     if objective is None:
         train["every"] = NEVER
     cfg = ex.config.with_overrides(iterations=calls * 4, workers=1, seed=seed, max_duplicate_streak=NEVER,

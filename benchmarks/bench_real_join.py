@@ -20,7 +20,8 @@ Per run the raw file keeps every child in sampling order (score, status, improve
 parent, cluster key, group, policy version) and each trainer step's metrics; the tables and
 the calls-vs-quality plot are rendered by ``benchmarks/reports/real_join.py``.
 
-    python benchmarks/bench_real_join.py                       # 3 run seeds x 4 arms x 32 calls
+    python benchmarks/bench_real_join.py                       # 3 run seeds x 4 arms x 32 calls, 2 at a time
+    python benchmarks/bench_real_join.py --jobs 1              # one run after another
     python benchmarks/bench_real_join.py --seeds 0 --arms frozen grpo --calls 16
     python benchmarks/bench_real_join.py --merge real_join_b      # add seeds run by a second process
 """
@@ -32,6 +33,7 @@ import dataclasses
 import json
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _raw import load_raw, raw_path, start_meta, write_raw  # noqa: E402
+from worker_pool import run_in_workers  # noqa: E402
 
 from qdevolve.db import LineageStore  # noqa: E402
 from qdevolve.errors import RunAborted  # noqa: E402
@@ -119,6 +122,14 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
             "children": children(store, evo.run_id), "steps": steps, "stop_reason": stop, "wall_s": wall}
 
 
+def worker(plans: list[dict[str, Any]]) -> None:
+    """``--worker``: run each plan (arm, seed, settings) in this process; one JSON line per run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for plan in plans:
+            args = argparse.Namespace(**plan["settings"])
+            print(json.dumps(one_run(plan["arm"], plan["seed"], args, Path(tmp))), flush=True)
+
+
 def merge(name: str, parts: list[str]) -> None:
     """Add the runs of the raw files ``parts`` to raw file ``name`` (same settings required)."""
     base = load_raw(name)
@@ -153,12 +164,19 @@ def main() -> None:
     ap.add_argument("--reward", default="score", choices=("score", "improvement_clipped"),
                     help="The rollout reward: the child's score (0 for a reply that gives no valid program), "
                          "or its clipped improvement over the parent.")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="Runs at once, each in a worker process with one BLAS thread (default 2: one per core "
+                         "of the 2-core machine the figures were measured on; a run alone keeps about 1.3 busy).")
     ap.add_argument("--raw", default="real_join", help="Raw file name under benchmarks/results/.")
     ap.add_argument("--append", action="store_true", help="Keep the raw file's runs and add these.")
     ap.add_argument("--merge", nargs="+", metavar="NAME", default=None,
                     help="Run nothing: add the runs of these raw files (e.g. seeds run in a second process) "
                          "to --raw; their own meta is kept under meta.parts.")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker is not None:
+        worker(json.loads(args.worker))
+        return
     if args.merge:
         merge(args.raw, args.merge)
         return
@@ -172,14 +190,21 @@ def main() -> None:
     if args.append and raw_path(args.raw).exists():
         runs = [r for r in load_raw(args.raw)["runs"] if (r["arm"], r["seed"]) not in
                 {(a, s) for a in args.arms for s in args.seeds}]
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:  # seed-major: an interrupted run still leaves paired arms
-            for arm in args.arms:
-                r = one_run(arm, seed, args, Path(tmp))
-                runs.append(r)
-                print(json.dumps({k: v for k, v in r.items() if k not in ("children",)}), flush=True)
-                write_raw(args.raw, {"settings": settings, "runs": runs},
-                          seeds=sorted({x["seed"] for x in runs}), meta=meta)
+    run_settings = {k: getattr(args, k) for k in ("calls", "group", "every", "lr", "beta", "reward")}
+    # seed-major: an interrupted run still leaves paired arms
+    plans = [{"arm": arm, "seed": seed, "settings": run_settings} for seed in args.seeds for arm in args.arms]
+    order = {(p["arm"], p["seed"]): i for i, p in enumerate(plans)}
+    lock = threading.Lock()
+
+    def keep(r: dict[str, Any]) -> None:  # from a reader thread, as each run ends
+        with lock:
+            runs.append(r)
+            runs.sort(key=lambda x: order.get((x["arm"], x["seed"]), -1))
+            print(json.dumps({k: v for k, v in r.items() if k not in ("children",)}), flush=True)
+            write_raw(args.raw, {"settings": settings, "runs": runs}, seeds=sorted({x["seed"] for x in runs}),
+                      meta={**meta, "jobs": args.jobs})
+
+    run_in_workers(Path(__file__), plans, max(1, args.jobs), keep)
     sys.path.insert(0, str(ROOT / "benchmarks" / "reports"))
     from real_join import render  # the tables BENCHMARKS.md shows
 
