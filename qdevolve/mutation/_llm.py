@@ -15,7 +15,7 @@ runaway model cannot fill the database. The one exception that passes through is
 Parsing is bounded three ways, because a reply is an adversary: replies over
 ``max_reply_chars`` are refused before parsing; every reply parser scans its text in time
 linear in it (line-scanning state machines and ``str.find``, no regular expression that can
-backtrack across the reply); and each reply is parsed in a daemon thread, off the event loop,
+backtrack across the reply); and each reply is parsed in a daemon worker thread, off the event loop,
 against a deadline of ``parse_timeout_s`` (:func:`parse_off_loop`): the loop keeps running (so
 ``--max-wall-time`` holds) and a reply whose parse outlives the deadline is a failed candidate.
 Long steps inside a parse (applying many SEARCH/REPLACE blocks) call :func:`check_deadline`,
@@ -28,6 +28,7 @@ import ast
 import asyncio
 import contextvars
 import dataclasses
+import queue
 import re
 import threading
 import time
@@ -68,30 +69,81 @@ def check_deadline(what: str) -> None:
         raise ParseTimeout(f"parsing the reply passed its deadline while {what}")
 
 
+class _ParseWorkers:
+    """Daemon threads that run parse jobs, kept between replies.
+
+    Starting a thread per reply costs the event loop a wait (``Thread.start`` blocks until the
+    new thread runs: milliseconds per child on a loaded machine, measured in the LLM-loop
+    benchmark). Here a job goes to an idle worker when there is one, else to a new worker; a
+    worker whose job outlives its deadline stays busy with it (abandoned, as before) while the
+    next replies are served by the others. A worker idle for ``idle_s`` retires.
+
+    ``_idle`` counts the workers waiting for a job that no submitter has claimed yet: a submit
+    claims one (or starts a worker), so every queued job has a worker on its way to it.
+    """
+
+    def __init__(self, idle_s: float = 30.0) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._idle_s = idle_s
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (which must not raise) in a worker thread."""
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._jobs.put(job)
+        if start:
+            threading.Thread(target=self._serve, name="qdevolve-parse", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle:  # an unclaimed idle place: this worker retires
+                        self._idle -= 1
+                        return
+                continue  # every idle place is claimed: a job is on its way
+            contextvars.Context().run(job)  # a fresh context per job, as a fresh thread had
+            del job  # the reply and its future are not kept while this worker waits
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _ParseWorkers()
+
+
 async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:
-    """``fn()`` run in a daemon thread with :func:`check_deadline` armed at ``timeout_s``.
+    """``fn()`` run in a daemon worker thread with :func:`check_deadline` armed at ``timeout_s``.
 
     The event loop keeps running meanwhile (the engine's wall time, other requests); after
-    ``timeout_s`` this raises :class:`ParseTimeout` and the thread is abandoned (a daemon: it
-    never holds up the process's exit, and its next :func:`check_deadline` ends it).
+    ``timeout_s`` this raises :class:`ParseTimeout` and the worker is abandoned to its parse (a
+    daemon: it never holds up the process's exit, and its next :func:`check_deadline` ends the
+    parse, after which it serves later replies). Workers are reused (:class:`_ParseWorkers`).
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
     def work() -> None:
-        _DEADLINE.set(time.monotonic() + timeout_s)
+        token = _DEADLINE.set(time.monotonic() + timeout_s)
         value: Any = None
         error: BaseException | None = None
         try:
             value = fn()
         except BaseException as exc:  # handed to the awaiting task, which decides
             error = exc
+        finally:
+            _DEADLINE.reset(token)
         try:
             loop.call_soon_threadsafe(settle, future, value, error)
         except RuntimeError:  # the loop closed while we parsed: nobody waits for the result
             pass
 
-    threading.Thread(target=work, name="qdevolve-parse", daemon=True).start()
+    _WORKERS.submit(work)
     try:
         return await asyncio.wait_for(future, timeout_s)
     except asyncio.TimeoutError:

@@ -4,6 +4,7 @@ and parsing runs off the event loop against a deadline."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -78,3 +79,64 @@ def test_parse_off_loop_returns_and_raises_like_the_call() -> None:
             await parse_off_loop(lambda: 1 / 0, 5.0)
 
     asyncio.run(main())
+
+
+def test_parse_workers_are_reused_between_replies() -> None:
+    """Sequential parses run on kept worker threads, not a new thread per reply."""
+    workers: set[threading.Thread] = set()  # the objects, kept: an OS thread id can be reused
+
+    async def main() -> None:
+        for _ in range(30):
+            await parse_off_loop(lambda: workers.add(threading.current_thread()), 5.0)
+
+    asyncio.run(main())
+    assert len(workers) <= 2, f"{len(workers)} threads for 30 sequential parses"
+
+
+def test_an_abandoned_parse_keeps_its_worker_and_later_replies_still_parse() -> None:
+    """A parse past its deadline that never checks it holds one worker; the next replies are
+    served by other workers at once, and each parse sees only its own deadline."""
+    release = threading.Event()
+    stuck: list[int] = []
+
+    def hostile() -> None:  # never calls check_deadline: only the awaiting side gives up
+        stuck.append(threading.get_ident())
+        release.wait(30)
+
+    def deadline_left() -> tuple[int, float]:
+        from qdevolve.mutation._llm import _DEADLINE
+
+        deadline = _DEADLINE.get()
+        assert deadline is not None
+        return threading.get_ident(), deadline - time.monotonic()
+
+    async def main() -> None:
+        with pytest.raises(ParseTimeout):
+            await parse_off_loop(hostile, 0.2)
+        t = time.monotonic()
+        for _ in range(5):
+            ident, left = await parse_off_loop(deadline_left, 4.0)
+            assert ident != stuck[0], "a reply was queued behind the abandoned parse"
+            assert 3.0 < left <= 4.0, left
+        assert time.monotonic() - t < 2.0
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+
+
+def test_idle_parse_workers_retire() -> None:
+    from qdevolve.mutation._llm import _ParseWorkers
+
+    pool = _ParseWorkers(idle_s=0.1)
+    served: list[threading.Thread] = []
+    done = threading.Event()
+    pool.submit(lambda: (served.append(threading.current_thread()), done.set()))
+    assert done.wait(5)
+    served[0].join(5)
+    assert not served[0].is_alive(), "an idle worker outlived idle_s"
+    assert pool._idle == 0
+    again = threading.Event()
+    pool.submit(again.set)  # no idle worker left: a new one starts
+    assert again.wait(5)
