@@ -62,3 +62,18 @@ def test_ips_keeps_more_strategies_than_grpo_when_its_clusters_differ():
     out = r.render(_raw([0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]))
     line = next(x for x in out["claims"].split("\n") if x.startswith("| IPS keeps"))
     assert "+7.0" in line and line.endswith("| holds |")  # 8 clusters against 1 on every seed
+
+
+def test_the_command_time_is_judged_against_45_minutes_from_the_raw_stamps():
+    mod = _renderer()
+    raw = _raw([0.9] * 8)
+    raw["meta"] = {"started": "2026-12-07T15:00:00Z", "date": "2026-12-07T15:29:06Z", "jobs": 2,
+                   "machine": {"cpu_count": 2}}
+    text = mod.render(raw)["time"]
+    assert "9 runs, 2 at a time, in 29.1 min wall on 2 cores" in text and "holds" in text
+    raw["meta"]["date"] = "2026-12-07T15:46:00Z"
+    assert "does not hold" in mod.render(raw)["time"]
+    raw["meta"]["parts"] = [{"command": "a"}, {"command": "b"}]
+    assert "several commands" in mod.render(raw)["time"]
+    assert "no start and end time" in mod.command_time({"runs": [], "meta": {}})
+
