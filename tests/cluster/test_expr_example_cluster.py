@@ -46,7 +46,8 @@ def test_objective_trains_on_graded_rewards_counted_by_cluster() -> None:
     train = _config()["train"]
     assert train["objective"]["type"] == "ips"
     assert train["objective"].get("reward") == "raw" and train["objective"].get("key") == "cluster"
-    assert train["reward"] == "score"
+    assert train["reward"] == "improvement_clipped"  # graded: the clipped gain over the parent
+    assert train["shaping"]["same_class"] < 0  # a repeated behaviour is not paid again
     readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
     assert "its sandbox score is its reward" not in readme
     assert "reward: raw" in readme

@@ -31,9 +31,9 @@ def test_a_joined_lora_run_stores_adapter_versions_and_resumes_them(tmp_path: Pa
     for f in ("initial_program.py", "evaluator.py"):
         (example / f).write_text((EXAMPLE / f).read_text())
     cfg = (EXAMPLE / "config.yaml").read_text()
-    old = "  trainer: {learning_rate: 0.001}\n"
+    old = "  trainer: {learning_rate: 0.0003, beta: 0.1}\n"
     assert old in cfg, "the example's config no longer has the line this test replaces"
-    (example / "config.yaml").write_text(cfg.replace(old, "  trainer: {learning_rate: 0.001, use_lora: true, "
+    (example / "config.yaml").write_text(cfg.replace(old, "  trainer: {learning_rate: 0.0003, beta: 0.1, use_lora: true, "
                                                           "lora_r: 2}\n"))
     db = tmp_path / "lora.sqlite"
     r = _qd("run", str(example), "--db", str(db), "--iterations", "32", "--train-every", "16", cwd=tmp_path)
