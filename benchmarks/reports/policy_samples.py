@@ -169,8 +169,28 @@ def spend(raw: dict[str, Any], task: str) -> str:
     return "\n".join(lines) + f"\n\n(Windows of {width} calls.)"
 
 
+DEFAULT_ARM = "ips+all"  # examples/expr_evolution's default train settings (the README's figure)
+
+
+def summary(raw: dict[str, Any], arm: str = DEFAULT_ARM) -> str:
+    """One sentence for the README: ``arm``'s calls to the frozen base's final median top-10 mean, per task."""
+    if arm not in raw.get("arms", []) or "frozen" not in raw.get("arms", []):
+        return f"not measured (no {arm} or no frozen arm in the raw file)"
+    parts = []
+    for task in raw["tasks"]:
+        if not _runs(raw, task, arm) or not _runs(raw, task, "frozen"):
+            continue
+        (_, ft), (_, t) = _curves(raw, task, "frozen"), _curves(raw, task, arm)
+        iv = ratio_interval(ft, t)
+        parts.append(f"{task} {iv.text('{:.2f}', 'x')}: {verdict(iv, 1.0, 'less')}")
+    seeds = len(_runs(raw, raw["tasks"][0], arm)) if raw["tasks"] else 0
+    return (f"with the tiny policy trained in the loop ({arm}, {seeds} seeds, {raw['calls']:,} model calls per run), "
+            "the calls to reach the frozen policy's final median top-10 mean, as a ratio to the frozen policy's own "
+            "(< 1 claimed): " + "; ".join(parts))
+
+
 def render(raw: dict[str, Any]) -> dict[str, str]:
-    out = {"claims": claims(raw)}
+    out = {"claims": claims(raw), "summary": summary(raw)}
     for task in raw["tasks"]:
         key = task.replace(":", "_")
         out[f"{key}"] = table(raw, task)

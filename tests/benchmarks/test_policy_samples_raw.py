@@ -40,3 +40,19 @@ def test_top10_records_keep_both_curves_exactly(seed: int) -> None:
 def test_a_record_outside_the_top10_is_dropped() -> None:
     records = [(c, 1.0) for c in range(10)] + [(10, 0.5), (11, 2.0)]
     assert [c for c, _ in bench.top10_records(records)] == [*range(10), 11]
+
+
+def test_the_readme_summary_follows_the_example_default_arm_in_the_raw_file() -> None:
+    import json
+
+    raw = json.loads((ROOT / "benchmarks" / "results" / "policy_samples.json").read_text())
+    text = renderer.summary(raw)
+    assert renderer.DEFAULT_ARM in text and all(task in text for task in raw["tasks"])
+    assert "not measured" in renderer.summary(raw, arm="no-such-arm")
+    # the example's default is the arm the summary speaks for: its train section equals the bench arm's
+    import yaml
+
+    train = yaml.safe_load((ROOT / "examples" / "expr_evolution" / "config.yaml").read_text())["train"]
+    arm = bench.ARMS[renderer.DEFAULT_ARM]
+    assert train["objective"] == arm["objective"]
+    assert {k: train[k] for k in arm["train"]} == arm["train"]
