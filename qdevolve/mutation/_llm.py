@@ -88,8 +88,10 @@ class _ParseWorkers:
         self._idle = 0
         self._idle_s = idle_s
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` (which must not raise) in a worker thread."""
+    def submit(self, job: Callable[[], Callable[[], None] | None]) -> None:
+        """Run ``job`` (which must not raise) in a worker thread; then, once the worker counts as
+        idle again, the callable ``job`` returned (delivering the result), so a caller woken by
+        that delivery finds this worker idle for its next job instead of starting another."""
         with self._lock:
             start = self._idle == 0
             if not start:
@@ -108,10 +110,13 @@ class _ParseWorkers:
                         self._idle -= 1
                         return
                 continue  # every idle place is claimed: a job is on its way
-            contextvars.Context().run(job)  # a fresh context per job, as a fresh thread had
+            deliver = contextvars.Context().run(job)  # a fresh context per job, as a fresh thread had
             del job  # the reply and its future are not kept while this worker waits
             with self._lock:
                 self._idle += 1
+            if deliver is not None:
+                deliver()
+                del deliver
 
 
 _WORKERS = _ParseWorkers()
@@ -128,7 +133,7 @@ async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         token = _DEADLINE.set(time.monotonic() + timeout_s)
         value: Any = None
         error: BaseException | None = None
@@ -138,10 +143,14 @@ async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:
             error = exc
         finally:
             _DEADLINE.reset(token)
-        try:
-            loop.call_soon_threadsafe(settle, future, value, error)
-        except RuntimeError:  # the loop closed while we parsed: nobody waits for the result
-            pass
+
+        def deliver() -> None:
+            try:
+                loop.call_soon_threadsafe(settle, future, value, error)
+            except RuntimeError:  # the loop closed while we parsed: nobody waits for the result
+                pass
+
+        return deliver
 
     _WORKERS.submit(work)
     try:

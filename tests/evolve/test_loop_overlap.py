@@ -81,3 +81,18 @@ def test_backpressure_when_evaluation_is_the_bottleneck(tmp_path: Path) -> None:
     first_told = t0 + 1.45
     assert sum(a < first_told for a in clock.arrivals) <= 4, [round(a - t0, 2) for a in clock.arrivals]
     assert evo.ledger.stored == 6
+
+
+def test_the_backlog_holds_a_full_burst_of_replies() -> None:
+    """Replies that arrive together may all wait for a worker: the backlog is at least max_pending."""
+    from types import SimpleNamespace
+
+    def engine(slots: int, max_pending: int | None, listener: object = None) -> SimpleNamespace:
+        return SimpleNamespace(backend=object(), listener=listener, executor=SimpleNamespace(slots=slots),
+                               config=SimpleNamespace(max_pending=max_pending))
+
+    assert eval_backlog(engine(2, 8)) == 8  # 8 replies at once, 2 workers: all 8 may wait
+    assert eval_backlog(engine(2, 16), 8) == 8  # the loop's own max_pending wins over the config's
+    assert eval_backlog(engine(4, 2)) == 8  # 2 x slots when that is larger
+    assert eval_backlog(engine(2, 1)) == 0  # one plan in flight in all
+    assert eval_backlog(engine(2, 8, listener=object())) == 0  # training: rollouts stay on-policy

@@ -81,8 +81,12 @@ def test_parse_off_loop_returns_and_raises_like_the_call() -> None:
     asyncio.run(main())
 
 
-def test_parse_workers_are_reused_between_replies() -> None:
-    """Sequential parses run on kept worker threads, not a new thread per reply."""
+def test_parse_workers_are_reused_between_replies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sequential parses run on one kept worker thread, not a new thread per reply (a fresh pool:
+    idle workers left by other tests would share the jobs)."""
+    from qdevolve.mutation import _llm
+
+    monkeypatch.setattr(_llm, "_WORKERS", _llm._ParseWorkers())
     workers: set[threading.Thread] = set()  # the objects, kept: an OS thread id can be reused
 
     async def main() -> None:
@@ -90,7 +94,7 @@ def test_parse_workers_are_reused_between_replies() -> None:
             await parse_off_loop(lambda: workers.add(threading.current_thread()), 5.0)
 
     asyncio.run(main())
-    assert len(workers) <= 2, f"{len(workers)} threads for 30 sequential parses"
+    assert len(workers) == 1, f"{len(workers)} threads for 30 sequential parses"
 
 
 def test_an_abandoned_parse_keeps_its_worker_and_later_replies_still_parse() -> None:
@@ -132,11 +136,11 @@ def test_idle_parse_workers_retire() -> None:
     pool = _ParseWorkers(idle_s=0.1)
     served: list[threading.Thread] = []
     done = threading.Event()
-    pool.submit(lambda: (served.append(threading.current_thread()), done.set()))
+    pool.submit(lambda: (served.append(threading.current_thread()), done.set(), None)[-1])
     assert done.wait(5)
     served[0].join(5)
     assert not served[0].is_alive(), "an idle worker outlived idle_s"
     assert pool._idle == 0
     again = threading.Event()
-    pool.submit(again.set)  # no idle worker left: a new one starts
+    pool.submit(lambda: (again.set(), None)[-1])  # no idle worker left: a new one starts
     assert again.wait(5)

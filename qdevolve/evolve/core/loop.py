@@ -8,8 +8,8 @@ Generation slots and evaluation slots are separate: at most ``max_pending`` jobs
 *breeding* (waiting for the model) at once, and a job that has bred gives its generation
 slot back while its children wait for and run their evaluations, so the model always has
 ``max_pending`` requests in flight while the workers evaluate. Up to ``backlog`` bred jobs
-may wait for evaluation beyond that (:func:`eval_backlog`: ``2 x`` the executor's slots with
-a model backend; ``0`` without one, while training (the rollouts stay on-policy) or with
+may wait for evaluation beyond that (:func:`eval_backlog`: ``2 x`` the executor's slots or
+``max_pending``, whichever is larger, with a model backend; ``0`` without one, while training (the rollouts stay on-policy) or with
 ``run.max_pending: 1``, where one plan is in flight in all, so that a run with a fixed seed
 makes the same choices whether or not it was killed and resumed).
 When the backlog is full no new request starts until an evaluation finishes (backpressure).
@@ -32,13 +32,22 @@ from typing import Any
 __all__ = ["drive", "eval_backlog"]
 
 
-def eval_backlog(engine: Any) -> int:
-    """Bred jobs that may wait for evaluation past the ``max_pending`` generation slots."""
+def eval_backlog(engine: Any, max_pending: int | None = None) -> int:
+    """Bred jobs that may wait for evaluation past the ``max_pending`` generation slots.
+
+    ``max(2 x slots, max_pending)``: at least one full set of replies, so that replies which
+    arrive together (every request of a burst answered at once) can all wait for a worker while
+    the next ``max_pending`` requests go out. With ``2 x slots`` alone each burst held back the
+    next requests by its own evaluation time (the LLM-loop benchmark measured 6.9-7.6 of 8
+    requests in flight at 1 s model latency).
+    """
     if getattr(engine, "backend", None) is None or getattr(engine, "listener", None) is not None:
         return 0
-    if getattr(getattr(engine, "config", None), "max_pending", None) == 1:  # one plan in flight in all
+    configured = getattr(getattr(engine, "config", None), "max_pending", None)
+    if configured == 1:  # one plan in flight in all
         return 0
-    return 2 * max(1, int(getattr(engine.executor, "slots", 1) or 1))
+    burst = max_pending if max_pending is not None else configured
+    return max(2 * max(1, int(getattr(engine.executor, "slots", 1) or 1)), int(burst or 0))
 
 
 async def _job(engine: Any, plan: Any, bred: Callable[[], None]) -> None:
@@ -54,7 +63,7 @@ async def _job(engine: Any, plan: Any, bred: Callable[[], None]) -> None:
 async def drive(engine: Any, *, max_pending: int, wall_time_s: float | None, backlog: int | None = None) -> None:
     """Run jobs until the budget, a stop reason, the wall time or an error (module docstring)."""
     ledger = engine.ledger
-    backlog = eval_backlog(engine) if backlog is None else max(0, int(backlog))
+    backlog = eval_backlog(engine, max_pending) if backlog is None else max(0, int(backlog))
     deadlines = [time.monotonic() + float(wall_time_s)] if wall_time_s else []
     budget_wall = getattr(engine.budget, "max_wall_time", None)
     if budget_wall:  # --max-wall-time: measured from the meter's start of this invocation
