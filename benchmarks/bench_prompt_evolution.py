@@ -28,6 +28,8 @@ from qdevolve.evolve.core.engine import Evolution
 from qdevolve.evolve.setup.example import load_example
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _raw import start_meta, write_raw  # noqa: E402
 
 
 def children_for(calls: int, every: int) -> int:
@@ -73,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--example", type=Path, default=ROOT / "examples" / "small_model_knapsack")
     ap.add_argument("--operator", default="block", help="the mutation operator of both arms (a 135M model "
                     "writes no SEARCH/REPLACE blocks and drops rewrite markers; block works)")
-    ap.add_argument("--json", type=Path, default=None, help="also write every arm's row to this JSON file")
+    ap.add_argument("--raw", default=None,
+                    help="also write the raw file benchmarks/results/NAME.json (every arm's row; commit, dirty "
+                         "flag, command, load: benchmarks/_raw.py), e.g. --raw prompt_evolution")
     ap.add_argument("--calls", type=int, default=12)
     ap.add_argument("--every", type=int, default=3)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -81,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("archives/bench_prompt_evolution"))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    measured = start_meta()  # the tree and load when the measurement starts
     rows: list[dict] = []
     for seed in args.seeds:
         for evolve in (False, True):
@@ -90,15 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                           args.max_tokens, args.operator)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.json is not None:
-        import os
-        import subprocess
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
-                                    cwd=ROOT).stdout.strip())
-        args.json.write_text(json.dumps({"command": " ".join(sys.argv), "commit": commit, "dirty": dirty,
-                                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                         "loadavg": os.getloadavg(), "rows": rows}, indent=1))
+    if args.raw:
+        write_raw(args.raw, {"rows": rows}, seeds=args.seeds, meta=measured)
     return 0
 
 
