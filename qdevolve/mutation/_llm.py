@@ -28,6 +28,7 @@ import ast
 import asyncio
 import contextvars
 import dataclasses
+import os
 import queue
 import re
 import threading
@@ -120,6 +121,15 @@ class _ParseWorkers:
 
 
 _WORKERS = _ParseWorkers()
+
+
+def _fresh_workers_after_fork() -> None:
+    """A forked child has none of the parent's worker threads: it must not count them as idle."""
+    global _WORKERS
+    _WORKERS = _ParseWorkers()
+
+
+os.register_at_fork(after_in_child=_fresh_workers_after_fork)
 
 
 async def parse_off_loop(fn: Callable[[], T], timeout_s: float) -> T:

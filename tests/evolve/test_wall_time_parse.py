@@ -144,3 +144,23 @@ def test_idle_parse_workers_retire() -> None:
     again = threading.Event()
     pool.submit(lambda: (again.set(), None)[-1])  # no idle worker left: a new one starts
     assert again.wait(5)
+
+
+def test_a_forked_child_parses_with_workers_of_its_own() -> None:
+    """After a fork the child has none of the parent's idle worker threads; a parse there must
+    start a worker instead of queueing for one that does not exist."""
+    import os
+
+    async def parse_once() -> int:
+        return await parse_off_loop(lambda: 7, 3.0)
+
+    assert asyncio.run(parse_once()) == 7  # the parent now has an idle worker
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if its parse ran
+        try:
+            code = 0 if asyncio.run(parse_once()) == 7 else 1
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
