@@ -335,6 +335,7 @@ def raw_data(out: Path, tasks: list[str], arms: list[str], calls: int, seeds: in
                                 **{k: summary.get(k) for k in keep},
                                 "records": top10_records(read_records(d / "evaluations.jsonl"))})
     return {"seeds": list(range(seeds)), "tasks": tasks, "arms": arms, "calls": calls, "policy_seed": policy_seed,
+            "arm_settings": {a: ARMS[a] for a in arms},  # objective and train changes: what each arm's reward is
             "minutes_per_task": minutes, "load_at_task_boundaries": loads, "runs": per_run}
 
 

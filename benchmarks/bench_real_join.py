@@ -166,7 +166,7 @@ def main() -> None:
                          "or its clipped improvement over the parent.")
     ap.add_argument("--jobs", type=int, default=2,
                     help="Runs at once, each in a worker process with one BLAS thread (default 2: one per core "
-                         "of the 2-core machine the figures were measured on; a run alone keeps about 1.3 busy).")
+                         "of the 2-core machine the figures were measured on; a run alone does not keep both busy).")
     ap.add_argument("--raw", default="real_join", help="Raw file name under benchmarks/results/.")
     ap.add_argument("--append", action="store_true", help="Keep the raw file's runs and add these.")
     ap.add_argument("--merge", nargs="+", metavar="NAME", default=None,

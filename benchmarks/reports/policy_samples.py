@@ -151,10 +151,23 @@ def claims(raw: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _reward_of(raw: dict[str, Any], arm: str) -> str:
+    """What ``arm``'s rollout reward is (its ``train`` settings in the raw file), or ``-`` when not recorded."""
+    train = ((raw.get("arm_settings") or {}).get(arm) or {}).get("train") or {}
+    if not train:
+        return "-"
+    shaping = ", ".join(f"{k} {v:+g}" for k, v in (train.get("shaping") or {}).items())
+    return f"{train.get('reward', 'score')}" + (f"; {shaping}" if shaping else "")
+
+
 def spend(raw: dict[str, Any], task: str) -> str:
-    """How each arm spent its calls (means over seeds) and how its reward and copies moved."""
+    """How each arm spent its calls (means over seeds) and how its reward and copies moved.
+
+    The reward is each arm's own (``train.reward`` and shaping): it is comparable over windows of
+    one arm, not between arms whose reward differs (the reward column says which it is)."""
     lines = ["| arm | evaluated | copies | failed | trainer steps | policy versions sampled | copies in the first / last "
-             "window (median) | mean reward, first / last window (median) |", "|---|---|---|---|---|---|---|---|"]
+             "window (median) | mean reward, first / last window (median; the arm's own reward) | reward |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for arm in raw["arms"]:
         rs = _runs(raw, task, arm)
         if not rs:
@@ -164,9 +177,12 @@ def spend(raw: dict[str, Any], task: str) -> str:
         cop = [statistics.median(r["copies_by_window"][i] for r in rs) for i in (0, -1)]
         rew = [statistics.median(x for r in rs if (x := r["reward_by_window"][i]) is not None) for i in (0, -1)]
         lines.append(f"| {arm} | {m['evaluated']:.0f} | {m['copies']:.0f} | {m['failed']:.0f} | {m['trainer_steps']:.1f} | "
-                     f"{m['versions_sampled']:.1f} | {cop[0]:.2f} / {cop[1]:.2f} | {rew[0]:.2f} / {rew[1]:.2f} |")
+                     f"{m['versions_sampled']:.1f} | {cop[0]:.2f} / {cop[1]:.2f} | {rew[0]:.2f} / {rew[1]:.2f} | "
+                     f"{_reward_of(raw, arm)} |")
     width = raw["runs"][0]["window_calls"] if raw["runs"] else 0
-    return "\n".join(lines) + f"\n\n(Windows of {width} calls.)"
+    note = "" if raw.get("arm_settings") else (" The raw file records no arm settings (`-`): the arms' rewards are "
+                                               "those of `ARMS` in `benchmarks/bench_policy_samples.py` at its commit.")
+    return "\n".join(lines) + f"\n\n(Windows of {width} calls.{note})"
 
 
 DEFAULT_ARM = "ips+all"  # examples/expr_evolution's default train settings (the README's figure)

@@ -84,7 +84,7 @@ class _ParseWorkers:
     """
 
     def __init__(self, idle_s: float = 30.0) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[], Callable[[], None] | None]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
         self._idle_s = idle_s

@@ -56,3 +56,10 @@ def test_the_readme_summary_follows_the_example_default_arm_in_the_raw_file() ->
     arm = bench.ARMS[renderer.DEFAULT_ARM]
     assert train["objective"] == arm["objective"]
     assert {k: train[k] for k in arm["train"]} == arm["train"]
+
+
+def test_the_spend_table_names_each_arms_reward_when_the_raw_file_records_it() -> None:
+    raw = {"arm_settings": {a: bench.ARMS[a] for a in ("ips", "ips+all")}}
+    assert renderer._reward_of(raw, "ips") == "score"
+    assert renderer._reward_of(raw, "ips+all").startswith("improvement_clipped; lazy -0.3")
+    assert renderer._reward_of({}, "ips") == "-"
