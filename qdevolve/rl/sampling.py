@@ -127,17 +127,26 @@ def sample_group(model: Any, tokenizer: Any, prompt: str, G: int, max_new_tokens
 
 
 def completion_logprobs(model: Any, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
-                        *, pad_id: int, temperature: float = 1.0,
-                        with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                        *, pad_id: int, temperature: float = 1.0, with_entropy: bool = False,
+                        share_prompts: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Per-token ``log softmax(logits / temperature)`` of each completion given its prompt.
 
     Prompts are left-padded and completions right-padded (TRL's layout), so the completion
     logits are one slice of the batch. Runs with the model's current grad mode.
 
+    Rows with the same prompt (a GRPO group's G completions) share one forward pass over it
+    when that saves work (``share_prompts=None``: :func:`shares_prompts`): the distinct
+    prompts run once with a KV cache, the cache is indexed out to the rows, and the
+    completions run on top of it. The result, and its gradient (which flows back through the
+    shared cache into the prompt pass, summed over the rows), equals the one-pass layout's
+    up to floating-point rounding, at ``U * P + B * T`` tokens instead of ``B * (P + T)``
+    (``U`` distinct prompts of ``P`` tokens, ``B`` rows of ``T`` completion tokens).
+    Only the logits of the positions that predict completion tokens are computed where the
+    model takes ``logits_to_keep``.
+
     Returns:
         ``(logp [B, T], mask [B, T], entropy [B, T] or None)``.
     """
-    p_ids, p_mask = _left_pad(prompt_ids, pad_id)
     T = max(1, max(len(c) for c in completion_ids))
     c_ids = torch.full((len(completion_ids), T), pad_id, dtype=torch.long)
     c_mask = torch.zeros((len(completion_ids), T), dtype=torch.float32)
@@ -146,18 +155,98 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[Sequence[int]], complet
             c_ids[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
             c_mask[i, : len(c)] = 1.0
     device = model_device(model)
-    ids = torch.cat([p_ids, c_ids], 1).to(device)
-    att = torch.cat([p_mask, c_mask.long()], 1).to(device)
-    pos = _positions(att)
-    P = p_ids.shape[1]
-    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:-1].float()
-    logits = logits / temperature
+    forward = _ScoringForward(model)
+    distinct, rows = _distinct(prompt_ids)
+    share = shares_prompts([len(p) for p in distinct], len(rows), T) if share_prompts is None else share_prompts
+    if share and forward.cache_kw is not None and all(distinct):
+        logits = _shared_prompt_logits(forward, distinct, rows, c_ids, c_mask, pad_id, device)
+    else:
+        p_ids, p_mask = _left_pad(prompt_ids, pad_id)
+        ids = torch.cat([p_ids, c_ids], 1).to(device)
+        att = torch.cat([p_mask, c_mask.long()], 1).to(device)
+        logits = forward(ids, att, _positions(att), keep=T + 1)[:, -(T + 1):-1]
+    logits = logits.float() / temperature
     logp_all = torch.log_softmax(logits, -1)
     logp = logp_all.gather(-1, c_ids.to(device)[..., None]).squeeze(-1)
     ent = None
     if with_entropy:
         ent = -(logp_all.exp() * logp_all).sum(-1)
     return logp, c_mask.to(device), ent
+
+
+def shares_prompts(prompt_lengths: Sequence[int], n_rows: int, completion_length: int) -> bool:
+    """Whether ``n_rows`` completions of ``completion_length`` tokens over the distinct prompts
+    of ``prompt_lengths`` should share their prompts' pass: when the tokens it saves,
+    ``(n_rows - U) * P`` with ``P`` the longest prompt (the padded width), are at least a
+    quarter of the one-pass layout's ``n_rows * (P + completion_length)`` (a second, smaller
+    forward pass costs a fixed overhead that a few saved tokens do not repay)."""
+    if not prompt_lengths or n_rows <= len(prompt_lengths):
+        return False
+    width = max(prompt_lengths)
+    return 4 * (n_rows - len(prompt_lengths)) * width >= n_rows * (width + completion_length)
+
+
+def _distinct(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
+    """The distinct prompts in order of first appearance, and each row's index into them."""
+    index: dict[tuple[int, ...], int] = {}
+    rows = [index.setdefault(tuple(p), len(index)) for p in prompt_ids]
+    return [list(p) for p in index], rows
+
+
+def _shared_prompt_logits(forward: _ScoringForward, distinct: list[list[int]], rows: list[int], c_ids: torch.Tensor,
+                          c_mask: torch.Tensor, pad_id: int, device: Any) -> torch.Tensor:
+    """Logits ``[B, T, V]`` predicting each row's completion tokens, the prompts run once each."""
+    p_ids, p_mask = _left_pad(distinct, pad_id)
+    p_ids, p_mask = p_ids.to(device), p_mask.to(device)
+    first, cache = forward.with_cache(p_ids, p_mask, _positions(p_mask), forward.new_cache(), keep=1)
+    index = torch.tensor(rows, dtype=torch.long, device=device)
+    if rows != list(range(len(distinct))):
+        cache.batch_select_indices(index)
+    first = first[index, -1:]  # predicts each completion's first token
+    T = c_ids.shape[1]
+    if T == 1:
+        return first
+    att = torch.cat([p_mask[index], c_mask.long().to(device)], 1)[:, :-1]
+    pos = p_mask[index].sum(-1, keepdim=True) + torch.arange(T - 1, device=device)
+    rest, _ = forward.with_cache(c_ids[:, :-1].to(device), att, pos, cache, keep=0)
+    return torch.cat([first, rest], 1)
+
+
+class _ScoringForward:
+    """``model(...)`` for scoring, with the keyword names this transformers and model take
+    resolved once per call: the cache keyword (``cache`` in transformers 5, else
+    ``past_key_values``; ``None`` for a model without a KV cache) and ``logits_to_keep``."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft forwards kwargs
+        try:
+            params = inspect.signature(base.forward).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self.cache_kw: str | None = ("cache" if "cache" in params else "past_key_values" if "past_key_values" in params
+                                     else None)
+        self.keep = "logits_to_keep" in params
+
+    def new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache()
+
+    def __call__(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, *, keep: int) -> torch.Tensor:
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos}
+        if self.keep and keep:
+            kwargs["logits_to_keep"] = keep
+        return self.model(**kwargs).logits
+
+    def with_cache(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any,
+                   *, keep: int) -> tuple[torch.Tensor, Any]:
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos,
+                                  self.cache_kw or "past_key_values": cache, "use_cache": True}
+        if self.keep and keep:
+            kwargs["logits_to_keep"] = keep
+        out = self.model(**kwargs)
+        return out.logits, _cache_of(out)
 
 
 @torch.no_grad()
