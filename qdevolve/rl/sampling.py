@@ -53,7 +53,7 @@ def _cache_kw(model: Any) -> str:
 
 def _cache_of(out: Any) -> Any:
     cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
+    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:
@@ -158,9 +158,10 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[Sequence[int]], complet
     forward = _ScoringForward(model)
     distinct, rows = _distinct(prompt_ids)
     share = shares_prompts([len(p) for p in distinct], len(rows), T) if share_prompts is None else share_prompts
-    if share and forward.cache_kw is not None and all(distinct):
+    logits = None
+    if share and forward.caches() and all(distinct):
         logits = _shared_prompt_logits(forward, distinct, rows, c_ids, c_mask, pad_id, device)
-    else:
+    if logits is None:
         p_ids, p_mask = _left_pad(prompt_ids, pad_id)
         ids = torch.cat([p_ids, c_ids], 1).to(device)
         att = torch.cat([p_mask, c_mask.long()], 1).to(device)
@@ -194,11 +195,14 @@ def _distinct(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[list[int]], lis
 
 
 def _shared_prompt_logits(forward: _ScoringForward, distinct: list[list[int]], rows: list[int], c_ids: torch.Tensor,
-                          c_mask: torch.Tensor, pad_id: int, device: Any) -> torch.Tensor:
-    """Logits ``[B, T, V]`` predicting each row's completion tokens, the prompts run once each."""
+                          c_mask: torch.Tensor, pad_id: int, device: Any) -> torch.Tensor | None:
+    """Logits ``[B, T, V]`` predicting each row's completion tokens, the prompts run once each;
+    ``None`` when the model returned no cache (e.g. activation checkpointing turns it off)."""
     p_ids, p_mask = _left_pad(distinct, pad_id)
     p_ids, p_mask = p_ids.to(device), p_mask.to(device)
     first, cache = forward.with_cache(p_ids, p_mask, _positions(p_mask), forward.new_cache(), keep=1)
+    if cache is None or not hasattr(cache, "batch_select_indices") or cache.get_seq_length() != p_ids.shape[1]:
+        return None
     index = torch.tensor(rows, dtype=torch.long, device=device)
     if rows != list(range(len(distinct))):
         cache.batch_select_indices(index)
@@ -227,6 +231,17 @@ class _ScoringForward:
         self.cache_kw: str | None = ("cache" if "cache" in params else "past_key_values" if "past_key_values" in params
                                      else None)
         self.keep = "logits_to_keep" in params
+
+    def caches(self) -> bool:
+        """Whether a pass returns a usable KV cache: the model takes one, and no activation
+        checkpointing is on while gradients are recorded (it turns the cache off in training)."""
+        if self.cache_kw is None:
+            return False
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        flag = getattr(base, "is_activation_checkpointing", None)
+        if flag is None:
+            flag = getattr(base, "is_gradient_checkpointing", False)
+        return not (flag and base.training and torch.is_grad_enabled())
 
     def new_cache(self) -> Any:
         from transformers import DynamicCache

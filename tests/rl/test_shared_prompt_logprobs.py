@@ -64,7 +64,7 @@ def test_shared_prompts_train_a_lora_adapter_like_the_one_pass_layout() -> None:
     assert shared[2].numel() < sum(p.numel() for p in model.parameters())  # adapter weights only
 
 
-def _tokens_seen(model: torch.nn.Module, share: bool | None) -> tuple[int, list[int]]:
+def _tokens_seen(model: torch.nn.Module, share: bool | None, grad: bool = False) -> tuple[int, list[int]]:
     """Input tokens of every forward pass, and the logit positions each pass returned."""
     seen: list[int] = []
     logit_positions: list[int] = []
@@ -73,7 +73,7 @@ def _tokens_seen(model: torch.nn.Module, share: bool | None) -> tuple[int, list[
     h2 = model.get_output_embeddings().register_forward_hook(lambda _m, _a, out: logit_positions.append(out.shape[1]))
     prompts, comps = _batch()
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             completion_logprobs(model, prompts, comps, pad_id=0, share_prompts=share)
     finally:
         h1.remove()
@@ -86,6 +86,9 @@ def test_each_distinct_prompt_runs_once_and_the_rows_run_their_completions_only(
     width, T, B = max(len(p) for p in prompts), max(len(c) for c in comps), len(comps)
     tokens, _ = _tokens_seen(_llama(), share=True)
     assert tokens == 3 * width + B * (T - 1)  # 3 distinct prompts, then each row's completion inputs
+    model = _llama()
+    model.train()
+    assert _tokens_seen(model, share=True, grad=True)[0] == tokens  # the loss's pass too
     one_pass, _ = _tokens_seen(_llama(), share=False)
     assert one_pass == B * (width + T)
 
@@ -108,3 +111,16 @@ def test_the_default_shares_a_groups_prompt_and_not_distinct_prompts() -> None:
     tokens, _ = _tokens_seen(_llama(), share=None)
     prompts, comps = _batch()
     assert tokens < len(comps) * (max(map(len, prompts)) + max(map(len, comps)))
+
+
+def test_a_model_that_returns_no_cache_is_scored_in_one_pass() -> None:
+    """Activation checkpointing turns the KV cache off in training: the shared layout falls back."""
+    model = _llama()
+    model.gradient_checkpointing_enable()
+    model.train()
+    one_pass = _scored(model, share=False)
+    shared = _scored(model, share=True)
+    for a, b in zip(one_pass, shared, strict=True):
+        torch.testing.assert_close(b, a, atol=2e-5, rtol=1e-5)
+    prompts, comps = _batch()
+    assert _tokens_seen(model, share=True, grad=True)[0] == len(comps) * (max(map(len, prompts)) + max(map(len, comps)))
