@@ -60,7 +60,9 @@ MAX_TOKENS = 128  # a priority() body fits; 200-token replies were mostly rambli
 def train_section(arm: str, *, group: int, lr: float, beta: float, every: int, reward: str) -> dict[str, Any]:
     """The ``train`` section of one arm (module docstring)."""
     trainer = {"use_lora": True, "learning_rate": lr, "beta": beta, "max_completion_length": MAX_TOKENS,
-               "gradient_accumulation_steps": every,  # one completion per micro-batch: bounded memory
+               # one RL group per micro-batch (2 for a step of `every` children): its completions share
+               # the prompt's pass, and a micro-batch holds one prompt's activations, not G of them
+               "gradient_accumulation_steps": max(1, every // group),
                "temperature": 0.6}  # the block operator samples at 0.6: log-probs must match
     objective: dict[str, Any] = {"type": "grpo"}
     if arm == "ips":
