@@ -4,7 +4,7 @@ completions, against the one-pass layout that runs the prompt once per completio
 What a LoRA trainer step of the real-model join spends its time on is
 ``completion_logprobs``: with gradients for the loss, without for the KL anchor's reference
 log-probs. Its rows are GRPO groups, G completions of one prompt, and the real-model example's
-prompts (the program and one inspiration) are about 5x longer than its replies. Both layouts are
+prompts (the program and one inspiration) are several times longer than its replies. Both layouts are
 measured in one process on the same batch, one after the other in each round (the order
 alternates by round), so a load swing touches both:
 

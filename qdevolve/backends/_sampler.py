@@ -30,12 +30,13 @@ on every step, copying the whole cache each token).
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from qdevolve.backends.forward_keywords import forward_keywords
 
 __all__ = ["Sampled", "sample_rows", "nucleus", "nucleus_topk", "draw"]
 
@@ -202,15 +203,13 @@ def new_cache(capacity: int) -> Any:
 
 
 class _Forward:
-    """``model(...)`` for one step, with the keyword names this transformers and model take
-    resolved once (``cache`` in transformers 5, else ``past_key_values``; ``logits_to_keep``
-    where the model has it)."""
+    """``model(...)`` for one step, with the keywords the model takes (:func:`forward_keywords`)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft forwards kwargs
-        self.cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-        self.keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+        keywords = forward_keywords(model)
+        self.cache_kw = keywords.cache or "past_key_values"
+        self.keep = keywords.logits_to_keep
 
     def __call__(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any,
                  last_only: bool) -> tuple[torch.Tensor, Any]:

@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from qdevolve.backends.device import model_device
+from qdevolve.backends.forward_keywords import forward_keywords
 
 __all__ = ["sample_group", "sample_batch", "completion_logprobs", "answer_logprobs", "encode_prompt"]
 
@@ -40,15 +40,6 @@ def _left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, to
             ids[i, width - len(r):] = torch.as_tensor(list(r), dtype=torch.long)
             mask[i, width - len(r):] = 1
     return ids, mask
-
-
-def _cache_kw(model: Any) -> str:
-    """The KV-cache keyword of ``model.forward`` (``cache`` in transformers >= 5.2x)."""
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
 
 
 def _cache_of(out: Any) -> Any:
@@ -85,7 +76,7 @@ def sample_batch(model: Any, tokenizer: Any, prompts: Sequence[str | Sequence[in
     ids, mask = ids.to(device), mask.to(device)
     pos = _positions(mask)
     out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-    kw = _cache_kw(model)
+    kw = forward_keywords(model).cache or "past_key_values"
     past, logits = _cache_of(out), out.logits[:, -1]
     B = ids.shape[0]
     finished = torch.zeros(B, dtype=torch.bool, device=device)
@@ -217,20 +208,14 @@ def _shared_prompt_logits(forward: _ScoringForward, distinct: list[list[int]], r
 
 
 class _ScoringForward:
-    """``model(...)`` for scoring, with the keyword names this transformers and model take
-    resolved once per call: the cache keyword (``cache`` in transformers 5, else
-    ``past_key_values``; ``None`` for a model without a KV cache) and ``logits_to_keep``."""
+    """``model(...)`` for scoring, with the keywords the model takes (:func:`forward_keywords`:
+    the cache keyword, ``None`` for a model without a KV cache, and ``logits_to_keep``)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft forwards kwargs
-        try:
-            params = inspect.signature(base.forward).parameters
-        except (TypeError, ValueError):
-            params = {}
-        self.cache_kw: str | None = ("cache" if "cache" in params else "past_key_values" if "past_key_values" in params
-                                     else None)
-        self.keep = "logits_to_keep" in params
+        keywords = forward_keywords(model)
+        self.cache_kw = keywords.cache
+        self.keep = keywords.logits_to_keep
 
     def caches(self) -> bool:
         """Whether a pass returns a usable KV cache: the model takes one, and no activation
